@@ -1,0 +1,41 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "Strata",
+    products: [
+        .library(name: "Strata", targets: ["Strata"]),
+        .library(name: "StrataLMDB", targets: ["StrataLMDB"]),
+        .executable(name: "strata", targets: ["StrataCLI"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        // Debian's liblmdb-dev. Only StrataLMDB imports this module.
+        .systemLibrary(
+            name: "CLMDB",
+            pkgConfig: "lmdb",
+            providers: [.apt(["liblmdb-dev"])]
+        ),
+        .target(
+            name: "StrataLMDB",
+            dependencies: ["CLMDB"]
+        ),
+        .target(
+            name: "Strata",
+            dependencies: ["StrataLMDB"]
+        ),
+        .executableTarget(
+            name: "StrataCLI",
+            dependencies: [
+                "StrataLMDB",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(name: "StrataLMDBTests", dependencies: ["StrataLMDB"]),
+        .testTarget(name: "StrataTests", dependencies: ["Strata"]),
+        .testTarget(name: "StrataCLITests", dependencies: ["StrataCLI", "StrataLMDB"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

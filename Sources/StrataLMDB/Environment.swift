@@ -1,0 +1,274 @@
+internal import CLMDB
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An open LMDB environment: one store directory holding `data.mdb` and `lock.mdb`.
+///
+/// An `Environment` is thread-safe and `Sendable`. Reads and writes are closure-scoped,
+/// so a transaction can neither outlive its closure nor cross an `await`:
+///
+/// ```swift
+/// let env = try Environment(path: storePath)
+/// let notes = try env.openDatabase(named: "notes", flags: .create)
+/// try env.write { txn in
+///     try txn.put(Array("hello".utf8), forKey: [0, 0, 0, 1], in: notes)
+/// }
+/// let text = try env.read { txn in try txn.value(forKey: [0, 0, 0, 1], in: notes) }
+/// ```
+///
+/// The environment is always opened with `MDB_NOTLS`: Swift tasks share threads, and
+/// without it a second reader on one thread fails with `MDB_BAD_RSLOT`. At open it
+/// checks the runtime `mdb_version()` and clears stale reader slots left by dead
+/// processes (`mdb_reader_check`). It closes when the last reference to it, and to every
+/// ``ReadSnapshot`` taken from it, is gone.
+///
+/// LMDB forbids opening one environment twice in a process, so a second `Environment`
+/// for a directory that is already open throws ``LMDBError/alreadyOpen``.
+public final class Environment: @unchecked Sendable {
+    // @unchecked Sendable because `handle` is an MDB_env, which LMDB documents as usable
+    // from any thread, and every mutable property is guarded by `state` or `writeMutex`.
+
+    /// The store directory.
+    public let path: String
+
+    /// The configuration the environment was opened with.
+    public let configuration: Configuration
+
+    /// The number of stale reader slots (of dead processes) cleared when it opened.
+    public let staleReadersClearedAtOpen: Int
+
+    let handle: OpaquePointer
+    let fileIdentity: FileIdentity
+    let pageSize: Int
+
+    /// Guards `activeReads`, `activeSnapshots`, `nextSnapshotSerial`, `isResizing`,
+    /// `writerThread`, `terminal`, `mapGrowths` and the database-handle cache.
+    let state = ConditionLock()
+    /// Serialises this process's write transactions and map resizes.
+    let writeMutex = ThreadMutex()
+
+    var activeReads = 0
+    /// Open snapshots by serial number, with the monotonic time each began.
+    var activeSnapshots: [UInt64: UInt64] = [:]
+    var nextSnapshotSerial: UInt64 = 0
+    var mapGrowths = 0
+    var isResizing = false
+    var writerThread: pthread_t?
+    var terminal: LMDBError?
+    var databaseCache: [String: Database] = [:]
+
+    /// Opens (and by default creates) the environment in the directory at `path`.
+    ///
+    /// - Throws: ``LMDBError/notADirectory`` when `path` is a file,
+    ///   ``LMDBError/noSuchFile`` when it is missing and `createIfMissing` is false,
+    ///   ``LMDBError/permissionDenied`` when it is not writable,
+    ///   ``LMDBError/invalid`` when `data.mdb` is not an LMDB file,
+    ///   ``LMDBError/alreadyOpen`` when this process already has it open,
+    ///   ``LMDBError/libraryVersion`` when the runtime liblmdb is not 0.9.x.
+    public init(path: String, configuration: Configuration = Configuration()) throws {
+        try Environment.checkLibraryVersion()
+        let directory = try Environment.prepareDirectory(path, configuration)
+        self.path = directory
+        self.configuration = configuration
+        self.pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+
+        let identity = try FileIdentity(path: directory)
+        try OpenEnvironments.register(identity, path: directory)
+        self.fileIdentity = identity
+
+        var env: OpaquePointer?
+        var rc = mdb_env_create(&env)
+        guard rc == MDB_SUCCESS, let env else {
+            OpenEnvironments.unregister(identity)
+            throw LMDBError(code: rc).adding(context: "mdb_env_create")
+        }
+        let mapSize = Environment.roundUp(max(configuration.mapSize, pageSize), to: pageSize)
+        rc = mdb_env_set_mapsize(env, mapSize)
+        if rc == MDB_SUCCESS { rc = mdb_env_set_maxreaders(env, UInt32(clamping: max(1, configuration.maxReaders))) }
+        if rc == MDB_SUCCESS { rc = mdb_env_set_maxdbs(env, UInt32(clamping: max(0, configuration.maxDatabases))) }
+        if rc == MDB_SUCCESS {
+            rc = mdb_env_open(env, directory, Environment.flags(for: configuration), configuration.fileMode)
+        }
+        if rc != MDB_SUCCESS {
+            mdb_env_close(env)
+            OpenEnvironments.unregister(identity)
+            throw LMDBError(code: rc).adding(context: "opening the environment at \(directory)")
+        }
+        var dead: Int32 = 0
+        _ = mdb_reader_check(env, &dead)
+        self.handle = env
+        self.staleReadersClearedAtOpen = Int(dead)
+    }
+
+    /// Opens (and by default creates) the environment in the directory at `url`.
+    public convenience init(url: URL, configuration: Configuration = Configuration()) throws {
+        try self.init(path: url.path, configuration: configuration)
+    }
+
+    deinit {
+        mdb_env_close(handle)
+        OpenEnvironments.unregister(fileIdentity)
+    }
+
+    /// The error that put the environment into its terminal state, or nil while it is usable.
+    ///
+    /// After LMDB reports ``LMDBError/panic`` (a fatal write failure) or
+    /// ``LMDBError/corrupted``, every new transaction throws
+    /// ``LMDBError/environmentUnusable`` until the store is closed and opened again.
+    public var terminalError: LMDBError? {
+        state.withLock { terminal }
+    }
+
+    /// Records a terminal error (panic, corruption) so later transactions are refused.
+    func noteIfTerminal(_ error: any Error) {
+        guard let error = error as? LMDBError, error.isTerminal else { return }
+        state.withLock { if terminal == nil { terminal = error } }
+    }
+
+    /// Throws ``LMDBError/environmentUnusable`` when the environment is terminal; the lock must be held.
+    func checkUsableLocked() throws(LMDBError) {
+        if let terminal {
+            throw LMDBError(
+                code: LMDBError.environmentUnusable.code,
+                message: "the environment at \(path) is unusable after \(terminal.name): \(terminal.message); close it and open the store again")
+        }
+    }
+
+    // MARK: Opening
+
+    private static func flags(for configuration: Configuration) -> UInt32 {
+        var flags = UInt32(MDB_NOTLS)
+        switch configuration.durability {
+        case .sync: break
+        case .noMetaSync: flags |= UInt32(MDB_NOMETASYNC)
+        case .noSync: flags |= UInt32(MDB_NOSYNC)
+        }
+        if configuration.readOnly { flags |= UInt32(MDB_RDONLY) }
+        return flags
+    }
+
+    /// The version of the liblmdb this process runs against, e.g. `(0, 9, 24)`.
+    public static var libraryVersion: (major: Int, minor: Int, patch: Int) {
+        var major: Int32 = 0, minor: Int32 = 0, patch: Int32 = 0
+        _ = mdb_version(&major, &minor, &patch)
+        return (Int(major), Int(minor), Int(patch))
+    }
+
+    private static func checkLibraryVersion() throws(LMDBError) {
+        let runtime = libraryVersion
+        guard runtime.major == Int(MDB_VERSION_MAJOR), runtime.minor == Int(MDB_VERSION_MINOR) else {
+            throw LMDBError(
+                code: LMDBError.libraryVersion.code,
+                message: "liblmdb \(runtime.major).\(runtime.minor).\(runtime.patch) is loaded, but StrataLMDB was built for \(MDB_VERSION_MAJOR).\(MDB_VERSION_MINOR).x")
+        }
+    }
+
+    /// Checks (and creates) the store directory, and that an existing `data.mdb` is LMDB's.
+    private static func prepareDirectory(_ path: String, _ configuration: Configuration) throws(LMDBError) -> String {
+        guard !path.isEmpty else {
+            throw LMDBError(code: ENOENT, message: "the store path is empty")
+        }
+        var info = stat()
+        if stat(path, &info) == 0 {
+            guard (info.st_mode & S_IFMT) == S_IFDIR else {
+                throw LMDBError(code: ENOTDIR, message: "\(path) is a file, not a store directory")
+            }
+        } else {
+            let error = errno
+            guard error == ENOENT else {
+                throw LMDBError(code: error, message: "cannot use \(path) as a store directory: \(String(cString: strerror(error)))")
+            }
+            guard configuration.createIfMissing, !configuration.readOnly else {
+                throw LMDBError(code: ENOENT, message: "no store at \(path)")
+            }
+            try createDirectory(path)
+        }
+        if !configuration.readOnly, access(path, W_OK) != 0 {
+            throw LMDBError(code: EACCES, message: "the store directory \(path) is not writable")
+        }
+        try checkDataFile(in: path, mustExist: configuration.readOnly)
+        return path
+    }
+
+    private static func createDirectory(_ path: String) throws(LMDBError) {
+        do {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        } catch {
+            // Find the first component that blocks creation, for a precise error.
+            var prefix = ""
+            for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+                prefix += (prefix.isEmpty && !path.hasPrefix("/") ? "" : "/") + component
+                var info = stat()
+                if stat(prefix, &info) == 0, (info.st_mode & S_IFMT) != S_IFDIR {
+                    throw LMDBError(code: ENOTDIR, message: "cannot create \(path): \(prefix) is a file")
+                }
+            }
+            throw LMDBError(code: EACCES, message: "cannot create the store directory \(path): \(error.localizedDescription)")
+        }
+    }
+
+    /// LMDB's meta page: a 16-byte page header, then `mm_magic` (0xBEEFC0DE) and `mm_version` (1).
+    private static func checkDataFile(in directory: String, mustExist: Bool) throws(LMDBError) {
+        let dataPath = directory + "/data.mdb"
+        let fd = open(dataPath, O_RDONLY)
+        guard fd >= 0 else {
+            if mustExist || errno != ENOENT {
+                throw LMDBError(code: errno, message: "no readable data.mdb in \(directory): \(String(cString: strerror(errno)))")
+            }
+            return
+        }
+        defer { close(fd) }
+        var header = [UInt8](repeating: 0, count: 24)
+        let count = header.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, 24) }
+        if count == 0 && !mustExist { return }  // created but never initialised: LMDB will
+        let magic = count == 24 ? header.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 16, as: UInt32.self) } : 0
+        guard count == 24, UInt32(littleEndian: magic) == 0xBEEF_C0DE else {
+            throw LMDBError(code: MDB_INVALID, message: "\(dataPath) is not an LMDB data file")
+        }
+    }
+
+    static func roundUp(_ value: Int, to multiple: Int) -> Int {
+        let (sum, overflow) = value.addingReportingOverflow(multiple - 1)
+        return overflow ? Int.max - Int.max % multiple : sum - sum % multiple
+    }
+}
+
+/// A directory's device and inode: how the process-wide registry recognises a store
+/// however its path is spelled.
+struct FileIdentity: Hashable, Sendable {
+    let device: UInt64
+    let inode: UInt64
+
+    init(path: String) throws(LMDBError) {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            throw LMDBError(code: errno, message: "cannot stat \(path)")
+        }
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+    }
+}
+
+/// The environments open in this process (LMDB: never open one environment twice).
+enum OpenEnvironments {
+    private static let lock = ConditionLock()
+    // nonisolated(unsafe) because every access holds `lock`.
+    private nonisolated(unsafe) static var open: [FileIdentity: String] = [:]
+
+    static func register(_ identity: FileIdentity, path: String) throws(LMDBError) {
+        try lock.withLock { () throws(LMDBError) in
+            if let existing = open[identity] {
+                throw LMDBError(
+                    code: LMDBError.alreadyOpen.code,
+                    message: "\(path) is already open in this process (as \(existing)); share that Environment")
+            }
+            open[identity] = path
+        }
+    }
+
+    static func unregister(_ identity: FileIdentity) {
+        lock.withLock { _ = open.removeValue(forKey: identity) }
+    }
+}
