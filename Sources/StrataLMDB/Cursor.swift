@@ -88,16 +88,21 @@ public struct Cursor: ~Copyable {
     /// Moves to the first value of the current key.
     public func firstDuplicate() throws(LMDBError) -> Entry? {
         guard try current() != nil else { return nil }
-        return try move(MDB_FIRST_DUP)
+        // MDB_FIRST_DUP and MDB_LAST_DUP return the value only: read the key back.
+        guard try move(MDB_FIRST_DUP) != nil else { return nil }
+        return try current()
     }
     /// Moves to the last value of the current key.
     public func lastDuplicate() throws(LMDBError) -> Entry? {
         guard try current() != nil else { return nil }
-        return try move(MDB_LAST_DUP)
+        guard try move(MDB_LAST_DUP) != nil else { return nil }
+        return try current()
     }
     /// Moves to the first value at or after `value` under `key` (`MDB_GET_BOTH_RANGE`).
     public func seek(key: UnsafeRawBufferPointer, valueAtOrAfter value: UnsafeRawBufferPointer) throws(LMDBError) -> Entry? {
-        try move(MDB_GET_BOTH_RANGE, key: key, value: value)
+        // The returned key would be the caller's buffer: return the map's copy instead.
+        guard try move(MDB_GET_BOTH_RANGE, key: key, value: value) != nil else { return nil }
+        return try current()
     }
     /// The number of values under the current key (`mdb_cursor_count`).
     public func duplicateCount() throws(LMDBError) -> Int {

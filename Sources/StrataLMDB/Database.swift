@@ -130,7 +130,18 @@ extension Environment {
         if creating {
             return try write { txn in try open(txn.pointer) }
         }
-        return try read { txn in try open(txn.pointer) }
+        // A handle opened in a transaction that aborts is closed again (lmdb.h,
+        // mdb_dbi_open), so even a read-only open commits its transaction.
+        let txn = try beginReadTransaction()
+        defer { endRead() }
+        do {
+            let database = try open(txn)
+            try LMDBError.check(mdb_txn_commit(txn), "opening database \(name ?? "<main>")")
+            return database
+        } catch {
+            mdb_txn_abort(txn)
+            throw error
+        }
     }
 
     /// The names of the named databases in the environment, sorted.

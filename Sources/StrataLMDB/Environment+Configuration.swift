@@ -14,7 +14,7 @@ extension Environment {
     public struct Configuration: Sendable, Hashable {
         /// The initial size of the memory map, in bytes (rounded up to the page size).
         ///
-        /// An existing store whose recorded map is larger keeps its larger size. Writes
+        /// An existing store whose recorded map is larger (it grew) keeps its larger size. Writes
         /// grow the map geometrically when it fills (see ``Environment/write(_:)``), up
         /// to ``maximumMapSize``. Default: 64 MiB.
         public var mapSize: Int = 64 << 20

@@ -69,7 +69,7 @@ public final class Environment: @unchecked Sendable {
     ///   ``LMDBError/libraryVersion`` when the runtime liblmdb is not 0.9.x.
     public init(path: String, configuration: Configuration = Configuration()) throws {
         try Environment.checkLibraryVersion()
-        let directory = try Environment.prepareDirectory(path, configuration)
+        let (directory, existing) = try Environment.prepareDirectory(path, configuration)
         self.path = directory
         self.configuration = configuration
         self.pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
@@ -85,7 +85,10 @@ public final class Environment: @unchecked Sendable {
             throw LMDBError(code: rc).adding(context: "mdb_env_create")
         }
         let mapSize = Environment.roundUp(max(configuration.mapSize, pageSize), to: pageSize)
-        rc = mdb_env_set_mapsize(env, mapSize)
+        // A new store starts at the configured size. An existing one opens at the size its
+        // meta page records (LMDB's choice when no size is set), then grows to the
+        // configured size if that is larger: a store that grew keeps its room.
+        if !existing { rc = mdb_env_set_mapsize(env, mapSize) }
         if rc == MDB_SUCCESS { rc = mdb_env_set_maxreaders(env, UInt32(clamping: max(1, configuration.maxReaders))) }
         if rc == MDB_SUCCESS { rc = mdb_env_set_maxdbs(env, UInt32(clamping: max(0, configuration.maxDatabases))) }
         if rc == MDB_SUCCESS {
@@ -95,6 +98,16 @@ public final class Environment: @unchecked Sendable {
             mdb_env_close(env)
             OpenEnvironments.unregister(identity)
             throw LMDBError(code: rc).adding(context: "opening the environment at \(directory)")
+        }
+        if existing {
+            var info = MDB_envinfo()
+            mdb_env_info(env, &info)
+            if info.me_mapsize < mapSize { rc = mdb_env_set_mapsize(env, mapSize) }
+            if rc != MDB_SUCCESS {
+                mdb_env_close(env)
+                OpenEnvironments.unregister(identity)
+                throw LMDBError(code: rc).adding(context: "setting the map size of \(directory)")
+            }
         }
         var dead: Int32 = 0
         _ = mdb_reader_check(env, &dead)
@@ -166,7 +179,8 @@ public final class Environment: @unchecked Sendable {
     }
 
     /// Checks (and creates) the store directory, and that an existing `data.mdb` is LMDB's.
-    private static func prepareDirectory(_ path: String, _ configuration: Configuration) throws(LMDBError) -> String {
+    /// Returns the directory and whether it already holds an initialised store.
+    private static func prepareDirectory(_ path: String, _ configuration: Configuration) throws(LMDBError) -> (String, Bool) {
         guard !path.isEmpty else {
             throw LMDBError(code: ENOENT, message: "the store path is empty")
         }
@@ -188,8 +202,8 @@ public final class Environment: @unchecked Sendable {
         if !configuration.readOnly, access(path, W_OK) != 0 {
             throw LMDBError(code: EACCES, message: "the store directory \(path) is not writable")
         }
-        try checkDataFile(in: path, mustExist: configuration.readOnly)
-        return path
+        let existing = try checkDataFile(in: path, mustExist: configuration.readOnly)
+        return (path, existing)
     }
 
     private static func createDirectory(_ path: String) throws(LMDBError) {
@@ -210,23 +224,25 @@ public final class Environment: @unchecked Sendable {
     }
 
     /// LMDB's meta page: a 16-byte page header, then `mm_magic` (0xBEEFC0DE) and `mm_version` (1).
-    private static func checkDataFile(in directory: String, mustExist: Bool) throws(LMDBError) {
+    /// Returns whether an initialised data file is there.
+    private static func checkDataFile(in directory: String, mustExist: Bool) throws(LMDBError) -> Bool {
         let dataPath = directory + "/data.mdb"
         let fd = open(dataPath, O_RDONLY)
         guard fd >= 0 else {
             if mustExist || errno != ENOENT {
                 throw LMDBError(code: errno, message: "no readable data.mdb in \(directory): \(String(cString: strerror(errno)))")
             }
-            return
+            return false
         }
         defer { close(fd) }
         var header = [UInt8](repeating: 0, count: 24)
         let count = header.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, 24) }
-        if count == 0 && !mustExist { return }  // created but never initialised: LMDB will
+        if count == 0 && !mustExist { return false }  // created but never initialised: LMDB will
         let magic = count == 24 ? header.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 16, as: UInt32.self) } : 0
         guard count == 24, UInt32(littleEndian: magic) == 0xBEEF_C0DE else {
             throw LMDBError(code: MDB_INVALID, message: "\(dataPath) is not an LMDB data file")
         }
+        return true
     }
 
     static func roundUp(_ value: Int, to multiple: Int) -> Int {

@@ -210,6 +210,15 @@ extension WriteTransaction {
         }
     }
 
+    /// Reserves `count` bytes under `key` and lets `body` fill them in place.
+    @inlinable
+    public func reserve<Key: ContiguousBytes, R>(
+        count: Int, forKey key: Key, in database: Database, flags: PutFlags = [],
+        _ body: (UnsafeMutableRawBufferPointer) throws -> R
+    ) throws -> R {
+        try key.withUnsafeBytes { k in try reserve(count: count, forKey: k, in: database, flags: flags, body) }
+    }
+
     /// Deletes `key` (and every duplicate of it). Returns false when it was absent.
     @inlinable @discardableResult
     public func delete<Key: ContiguousBytes>(forKey key: Key, in database: Database) throws -> Bool {
