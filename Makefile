@@ -1,0 +1,54 @@
+# Strata — every command a fresh Debian machine needs. `make run` and `make test` install
+# Debian's liblmdb-dev (and pkg-config) with apt-get when they are missing.
+
+SWIFT ?= swift
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+DOCS := .build/docs
+SYMBOLS := $(DOCS)/symbol-graphs
+
+.PHONY: all deps run test bench bench-ratios docs clean
+
+all: test
+
+## Install the system packages the build needs, only when they are missing.
+deps:
+	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists lmdb; then \
+		echo "Installing liblmdb-dev and pkg-config with apt-get..."; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends liblmdb-dev pkg-config; \
+	fi
+	@pkg-config --exists lmdb || { echo "error: liblmdb-dev is still missing" >&2; exit 1; }
+
+## Build and run the walkthrough on an embedded store (./Demo.strata).
+run: deps
+	$(SWIFT) run strata demo
+
+## The full test suite.
+test: deps
+	$(SWIFT) test
+
+## Benchmarks (a separate package, so users never resolve benchmark-only dependencies).
+bench: deps
+	cd Benchmarks && $(SWIFT) package --allow-writing-to-package-directory benchmark
+	$(MAKE) bench-ratios
+
+## StrataLMDB against raw liblmdb in one process, printed as ratios.
+bench-ratios: deps
+	cd Benchmarks && $(SWIFT) run -c release lmdb-ratios
+
+## DocC: the Strata catalog (Docs.docc) and the StrataLMDB reference, built offline.
+docs: deps
+	$(SWIFT) package dump-symbol-graph --minimum-access-level public >/dev/null
+	rm -rf $(SYMBOLS) && mkdir -p $(SYMBOLS)/Strata $(SYMBOLS)/StrataLMDB
+	cp .build/*/symbolgraph/Strata.symbols.json $(SYMBOLS)/Strata/
+	cp .build/*/symbolgraph/StrataLMDB*.symbols.json $(SYMBOLS)/StrataLMDB/
+	docc convert Docs.docc --additional-symbol-graph-dir $(SYMBOLS)/Strata \
+		--fallback-display-name Strata --fallback-bundle-identifier org.strata.Strata \
+		--output-path $(DOCS)/Strata.doccarchive
+	docc convert --additional-symbol-graph-dir $(SYMBOLS)/StrataLMDB \
+		--fallback-display-name StrataLMDB --fallback-bundle-identifier org.strata.StrataLMDB \
+		--output-path $(DOCS)/StrataLMDB.doccarchive
+	@echo "Documentation: $(DOCS)/Strata.doccarchive and $(DOCS)/StrataLMDB.doccarchive"
+
+clean:
+	rm -rf .build Benchmarks/.build Demo.strata
