@@ -66,7 +66,7 @@ public struct DatabaseStatistics: Sendable, Hashable {
     }
 }
 
-/// Options for ``WriteTransaction/put(_:forKey:in:flags:)`` (see lmdb.h, `mdb_put`).
+/// Options for ``WriteTransaction/put(_:forKey:in:flags:)-(UnsafeRawBufferPointer,_,_,_)`` (see lmdb.h, `mdb_put`).
 public struct PutFlags: OptionSet, Sendable, Hashable {
     /// The raw LMDB flag bits.
     public let rawValue: UInt32
@@ -97,11 +97,11 @@ extension Environment {
     /// Handles are cached by name: opening a name twice returns the same handle. Opening
     /// without `.create` a database that does not exist throws ``LMDBError/notFound``;
     /// more names than ``Configuration/maxDatabases`` throws ``LMDBError/databasesFull``.
-    /// Do not call this inside ``write(_:)`` on the same thread: it runs its own transaction.
+    /// Asking for one that exists with other flags throws ``LMDBError/incompatible``.
+    /// Creating runs its own write transaction, so inside ``Environment/write(_:)`` on the
+    /// same thread it throws ``LMDBError/nestedWrite``: open databases up front.
     public func openDatabase(named name: String?, flags: Database.Flags = []) throws -> Database {
         let key = name ?? ""
-        // mdb_dbi_open must not run in concurrent transactions of one process (lmdb.h),
-        // so the cache lookup and the open happen under the state lock.
         let wanted = flags.subtracting(.create)
         if let cached = state.withLock({ databaseCache[key] }) {
             guard wanted.isEmpty || wanted == cached.flags else {
@@ -112,35 +112,46 @@ extension Environment {
             return cached
         }
         let creating = flags.contains(.create) && !configuration.readOnly
+        // mdb_dbi_open must not run in concurrent transactions of one process (lmdb.h),
+        // so each call holds the state lock; it is short and never held across a commit.
         let open = { (txn: OpaquePointer) throws(LMDBError) -> Database in
             try self.state.withLock { () throws(LMDBError) -> Database in
-                if let cached = self.databaseCache[key] { return cached }
                 var dbi = MDB_dbi()
-                let rc = name.map { mdb_dbi_open(txn, $0, flags.rawValue, &dbi) } ?? mdb_dbi_open(txn, nil, flags.rawValue & ~UInt32(MDB_CREATE), &dbi)
+                let rc = name.map { mdb_dbi_open(txn, $0, flags.rawValue, &dbi) }
+                    ?? mdb_dbi_open(txn, nil, flags.rawValue & ~UInt32(MDB_CREATE), &dbi)
                 try LMDBError.check(rc, "opening database \(name ?? "<main>")")
                 var actual: UInt32 = 0
                 mdb_dbi_flags(txn, dbi, &actual)
-                let database = Database(
+                return Database(
                     name: name, flags: Database.Flags(rawValue: actual), handle: dbi,
                     environment: ObjectIdentifier(self))
-                self.databaseCache[key] = database
-                return database
             }
         }
+        let database: Database
         if creating {
-            return try write { txn in try open(txn.pointer) }
-        }
-        // A handle opened in a transaction that aborts is closed again (lmdb.h,
-        // mdb_dbi_open), so even a read-only open commits its transaction.
-        let txn = try beginReadTransaction()
-        defer { endRead() }
-        do {
-            let database = try open(txn)
+            // Opened inside the write, so a map-full rerun opens (and creates) it again.
+            database = try write { txn in try open(txn.pointer) }
+        } else {
+            // A handle opened in a transaction that aborts is closed again (lmdb.h,
+            // mdb_dbi_open), so even a read-only open commits its transaction.
+            let txn = try beginReadTransaction()
+            defer { endRead() }
+            let opened: Database
+            do {
+                opened = try open(txn)
+            } catch {
+                mdb_txn_abort(txn)
+                throw error
+            }
+            // mdb_txn_commit frees the transaction even when it fails: never abort after it.
             try LMDBError.check(mdb_txn_commit(txn), "opening database \(name ?? "<main>")")
+            database = opened
+        }
+        // Cached only once the opening transaction committed: the handle is valid for good.
+        return state.withLock {
+            if let cached = databaseCache[key] { return cached }
+            databaseCache[key] = database
             return database
-        } catch {
-            mdb_txn_abort(txn)
-            throw error
         }
     }
 

@@ -26,12 +26,12 @@ struct ReaderWriterConcurrencyTests {
             }
         }
         #expect(inWrite.wait(timeout: .now() + 10) == .success)
-        let seen = Box<[[String]]>(Array(repeating: [], count: 4))
-        let readers = (0..<4).map { index in
+        let seen = (0..<4).map { _ in Box<[String]>([]) }  // one per thread: no shared mutation
+        let readers = seen.map { mine in
             TestThread {
                 for _ in 0..<100 {
                     let value = try? env.read { try $0.string(forKey: key(1), in: db) }
-                    seen.value[index].append(value ?? "error")
+                    mine.value.append(value ?? "error")
                 }
             }
         }
@@ -39,7 +39,7 @@ struct ReaderWriterConcurrencyTests {
         readersDone.signal()
         #expect(writer.join())
         #expect(readersFinishedInTime.value)
-        #expect(seen.value.allSatisfy { $0.count == 100 && $0.allSatisfy { $0 == "committed" } })
+        #expect(seen.allSatisfy { $0.value.count == 100 && $0.value.allSatisfy { $0 == "committed" } })
         #expect(try env.read { try $0.string(forKey: key(1), in: db) } == "pending")
     }
 

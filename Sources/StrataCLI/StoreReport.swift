@@ -1,0 +1,123 @@
+import Foundation
+import StrataLMDB
+
+/// What `strata stat` reports about a store: environment info, named databases, readers.
+struct StoreReport: Codable, Equatable, Sendable {
+    /// One named database and its size.
+    struct DatabaseSummary: Codable, Equatable, Sendable {
+        /// The database's name.
+        var name: String
+        /// Its number of entries (key/value pairs).
+        var entries: Int
+        /// Its pages (branch, leaf and overflow).
+        var pages: Int
+    }
+
+    /// One live reader slot of the lock file.
+    struct Reader: Codable, Equatable, Sendable {
+        /// The process holding the slot.
+        var processID: Int32
+        /// The transaction the reader sees, or nil when the slot holds no transaction.
+        var transactionID: Int?
+    }
+
+    /// The store directory.
+    var path: String
+    /// The runtime liblmdb version, e.g. `0.9.31`.
+    var lmdbVersion: String
+    /// The size of `data.mdb` on disk, in bytes.
+    var dataFileSize: Int?
+    /// The size of the memory map, in bytes (for a store opened by ``load(path:)``, the size
+    /// its meta page records).
+    var mapSize: Int
+    /// The id of the last committed write transaction.
+    var lastTransactionID: Int
+    /// The page size, in bytes.
+    var pageSize: Int
+    /// The number of reader slots in the lock file.
+    var maxReaders: Int
+    /// The reader slots used since the lock file was set up (a high-water mark).
+    var readerSlotsEverUsed: Int
+    /// The named databases, sorted by name.
+    var databases: [DatabaseSummary]
+    /// The live reader slots, of every process.
+    var readers: [Reader]
+    /// The number of live reader slots holding a transaction.
+    var readersInTransaction: Int
+}
+
+extension StoreReport {
+    /// Opens the store at `path` read-only and reports on it; writes nothing when it is not a store.
+    ///
+    /// - Throws: a ``StoreError`` when `path` is not a store or cannot be read.
+    static func load(path: String) throws -> StoreReport {
+        let environment = try Environment.openExisting(at: path)
+        do {
+            return try StoreReport(environment: environment)
+        } catch {
+            throw StoreError(kind: .other, message: "cannot read the store at \(path): \(error)")
+        }
+    }
+
+    /// Reports on an environment that is already open.
+    init(environment: Environment) throws {
+        let info = environment.info
+        let version = Environment.libraryVersion
+        var databases: [DatabaseSummary] = []
+        for name in try environment.databaseNames() {
+            let database = try environment.openDatabase(named: name)
+            let statistics = try environment.statistics(of: database)
+            let pages = statistics.branchPages + statistics.leafPages + statistics.overflowPages
+            databases.append(DatabaseSummary(name: name, entries: statistics.entries, pages: pages))
+        }
+        let readers = environment.readers().map { Reader(processID: $0.processID, transactionID: $0.transactionID) }
+        self.init(
+            path: environment.path,
+            lmdbVersion: "\(version.major).\(version.minor).\(version.patch)",
+            dataFileSize: FileSystem.dataFileSize(inStore: environment.path),
+            mapSize: info.mapSize,
+            lastTransactionID: info.lastTransactionID,
+            pageSize: environment.statistics.pageSize,
+            maxReaders: info.maxReaders,
+            readerSlotsEverUsed: info.readerSlotsUsed,
+            databases: databases,
+            readers: readers,
+            readersInTransaction: readers.filter { $0.transactionID != nil }.count)
+    }
+
+    /// The report as aligned, human-readable lines.
+    func text() -> String {
+        func row(_ label: String, _ value: String) -> String {
+            label.padding(toLength: 14, withPad: " ", startingAt: 0) + value
+        }
+        var lines = [
+            row("Store", path),
+            row("LMDB library", lmdbVersion),
+            row("data.mdb", dataFileSize.map(FileSystem.describeBytes) ?? "unknown"),
+            row("Map size", FileSystem.describeBytes(mapSize)),
+            row("Last txn id", String(lastTransactionID)),
+            row("Page size", "\(pageSize) bytes"),
+            row("Max readers", String(maxReaders)),
+            row("Databases", databases.isEmpty ? "none" : String(databases.count)),
+        ]
+        let nameWidth = databases.map(\.name.count).max() ?? 0
+        for database in databases {
+            let name = database.name.padding(toLength: nameWidth, withPad: " ", startingAt: 0)
+            let entries = database.entries == 1 ? "1 entry" : "\(database.entries) entries"
+            let pages = database.pages == 1 ? "1 page" : "\(database.pages) pages"
+            lines.append("  \(name)  \(entries), \(pages)")
+        }
+        lines.append(row("Readers", "\(readers.count) live slot(s), \(readersInTransaction) in a transaction"))
+        for reader in readers {
+            lines.append("  pid \(reader.processID)  " + (reader.transactionID.map { "at transaction \($0)" } ?? "no transaction"))
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// The report as pretty-printed JSON with sorted keys.
+    func json() throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: try encoder.encode(self), as: UTF8.self)
+    }
+}
