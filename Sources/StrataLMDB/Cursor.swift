@@ -1,4 +1,4 @@
-internal import CLMDB
+public import CLMDB
 import Foundation
 
 /// A position in a database, lent by ``ReadableTransaction/withCursor(on:_:)``.
@@ -22,11 +22,12 @@ public struct Cursor: ~Copyable {
     /// A key and its value, both zero-copy views into the memory map.
     public typealias Entry = (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer)
 
-    let pointer: OpaquePointer
+    @usableFromInline let pointer: OpaquePointer
     let transaction: OpaquePointer
     /// The database the cursor walks.
     public let database: Database
 
+    @usableFromInline
     init(pointer: OpaquePointer, transaction: OpaquePointer, database: Database) {
         self.pointer = pointer
         self.transaction = transaction
@@ -45,14 +46,33 @@ public struct Cursor: ~Copyable {
         }
     }
 
+    /// A move that takes no key or value, inlined into the caller: one `mdb_cursor_get`.
+    @inlinable @inline(__always)
+    func step(_ op: MDB_cursor_op) throws(LMDBError) -> Entry? {
+        var k = MDB_val(), v = MDB_val()
+        let rc = mdb_cursor_get(pointer, &k, &v, op)
+        if rc == MDB_SUCCESS {
+            return (UnsafeRawBufferPointer(start: k.mv_data, count: k.mv_size),
+                    UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size))
+        }
+        if rc == MDB_NOTFOUND { return nil }
+        throw failure(rc)
+    }
+
+    /// The error of a failed move (kept out of line).
+    @usableFromInline
+    func failure(_ rc: Int32) -> LMDBError {
+        LMDBError(code: rc).adding(context: "cursor on \(database)")
+    }
+
     /// Moves to the first entry.
-    public func first() throws(LMDBError) -> Entry? { try move(MDB_FIRST) }
+    @inlinable public func first() throws(LMDBError) -> Entry? { try step(MDB_FIRST) }
     /// Moves to the last entry.
-    public func last() throws(LMDBError) -> Entry? { try move(MDB_LAST) }
+    @inlinable public func last() throws(LMDBError) -> Entry? { try step(MDB_LAST) }
     /// Moves to the next entry (the next duplicate first, with sorted duplicates).
-    public func next() throws(LMDBError) -> Entry? { try move(MDB_NEXT) }
+    @inlinable public func next() throws(LMDBError) -> Entry? { try step(MDB_NEXT) }
     /// Moves to the previous entry.
-    public func previous() throws(LMDBError) -> Entry? { try move(MDB_PREV) }
+    @inlinable public func previous() throws(LMDBError) -> Entry? { try step(MDB_PREV) }
     /// The entry at the cursor, or nil when it is not positioned.
     public func current() throws(LMDBError) -> Entry? {
         do { return try move(MDB_GET_CURRENT) } catch where error.code == EINVAL { return nil }

@@ -70,7 +70,7 @@ extension ReadableTransaction where Self: ~Copyable {
     /// body returns ``ScanStep/stop``. Returns the number of entries visited.
     ///
     /// With sorted duplicates every key/value pair is visited.
-    @discardableResult
+    @inlinable @discardableResult
     public func scan(
         _ database: Database, range: KeyRange = .all, reverse: Bool = false,
         _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> ScanStep
@@ -108,7 +108,8 @@ extension ReadableTransaction where Self: ~Copyable {
         }
     }
 
-    private static func start(reverse cursor: borrowing Cursor, _ range: KeyRange) throws -> Cursor.Entry? {
+    @usableFromInline
+    static func start(reverse cursor: borrowing Cursor, _ range: KeyRange) throws -> Cursor.Entry? {
         guard let upper = range.upper else { return try cursor.last() }
         guard var entry = try cursor.seek(atOrBefore: upper) else { return nil }
         if !range.includesUpper, upper.withUnsafeBytes({ cursor.compare(entry.key, $0) }) == 0 {

@@ -33,8 +33,8 @@ public protocol ReadableTransaction: ~Copyable {
 /// Lent to the body of ``Environment/read(_:)`` or ``ReadSnapshot/read(_:)``. Commits by
 /// other transactions after it began are invisible to it.
 public struct ReadTransaction: ~Copyable, ReadableTransaction {
-    let pointer: OpaquePointer
-    let environment: ObjectIdentifier
+    @usableFromInline let pointer: OpaquePointer
+    @usableFromInline let environment: ObjectIdentifier
 
     /// The id of the last committed write transaction this snapshot sees.
     public var id: Int { Int(mdb_txn_id(pointer)) }
@@ -48,8 +48,12 @@ public struct ReadTransaction: ~Copyable, ReadableTransaction {
     }
 
     /// Opens a cursor on `database` for the duration of `body`.
+    @inlinable
     public func withCursor<R>(on database: Database, _ body: (borrowing Cursor) throws -> R) throws -> R {
-        try TransactionOperations.withCursor(pointer, environment, database, body)
+        // Inlinable so that a scan's loop and its body inline into the caller.
+        let cursor = try TransactionOperations.openCursor(pointer, environment, database)
+        defer { TransactionOperations.closeCursor(cursor) }
+        return try body(Cursor(pointer: cursor, transaction: pointer, database: database))
     }
 
     /// The statistics of `database` in this snapshot.
@@ -68,8 +72,8 @@ public struct ReadTransaction: ~Copyable, ReadableTransaction {
 /// It begins and commits inside one synchronous call on one thread: LMDB's writer mutex
 /// belongs to the thread that began the transaction (see lmdb.h, `mdb_txn_begin`).
 public struct WriteTransaction: ~Copyable, ReadableTransaction {
-    let pointer: OpaquePointer
-    let environment: ObjectIdentifier
+    @usableFromInline let pointer: OpaquePointer
+    @usableFromInline let environment: ObjectIdentifier
     /// Set when an operation hit MDB_MAP_FULL: the environment then grows the map and
     /// runs the whole closure again, whatever the closure did with the error.
     let hitMapFull: UnsafeMutablePointer<Bool>
@@ -87,8 +91,12 @@ public struct WriteTransaction: ~Copyable, ReadableTransaction {
     }
 
     /// Opens a cursor on `database` for the duration of `body`.
+    @inlinable
     public func withCursor<R>(on database: Database, _ body: (borrowing Cursor) throws -> R) throws -> R {
-        try TransactionOperations.withCursor(pointer, environment, database, body)
+        // Inlinable so that a scan's loop and its body inline into the caller.
+        let cursor = try TransactionOperations.openCursor(pointer, environment, database)
+        defer { TransactionOperations.closeCursor(cursor) }
+        return try body(Cursor(pointer: cursor, transaction: pointer, database: database))
     }
 
     /// The statistics of `database` including this transaction's writes.
@@ -228,6 +236,7 @@ extension WriteTransaction {
 
 // MARK: - Shared implementation
 
+@usableFromInline
 enum TransactionOperations {
     @inline(__always)
     static func check(_ database: Database, _ environment: ObjectIdentifier) {
@@ -248,18 +257,22 @@ enum TransactionOperations {
         }
     }
 
-    static func withCursor<R>(
-        _ txn: OpaquePointer, _ environment: ObjectIdentifier, _ database: Database,
-        _ body: (borrowing Cursor) throws -> R
-    ) throws -> R {
+    @usableFromInline
+    static func openCursor(
+        _ txn: OpaquePointer, _ environment: ObjectIdentifier, _ database: Database
+    ) throws(LMDBError) -> OpaquePointer {
         check(database, environment)
         var cursor: OpaquePointer?
         let rc = mdb_cursor_open(txn, database.handle, &cursor)
         guard rc == MDB_SUCCESS, let cursor else {
             throw LMDBError(code: rc).adding(context: "opening a cursor on \(database)")
         }
-        defer { mdb_cursor_close(cursor) }
-        return try body(Cursor(pointer: cursor, transaction: txn, database: database))
+        return cursor
+    }
+
+    @usableFromInline
+    static func closeCursor(_ cursor: OpaquePointer) {
+        mdb_cursor_close(cursor)
     }
 
     static func statistics(
