@@ -29,7 +29,7 @@ test: deps
 
 ## Benchmarks (a separate package, so users never resolve benchmark-only dependencies).
 bench: deps
-	cd Benchmarks && $(SWIFT) package --allow-writing-to-package-directory benchmark
+	cd Benchmarks && $(SWIFT) package benchmark
 	$(MAKE) bench-ratios
 
 ## StrataLMDB against raw liblmdb in one process, printed as ratios.

@@ -1,0 +1,55 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// The StrataLMDB benchmarks: a package of its own, so the root package does not depend
+// on ordo-one/benchmark. Run from this directory:
+//
+//   swift package benchmark                  # ordo-one/benchmark suite
+//   swift run -c release lmdb-ratios         # StrataLMDB / raw C ratio table
+let package = Package(
+    name: "StrataBenchmarks",
+    dependencies: [
+        // The root package. `name:` pins the package's name for the `.product(package:)`
+        // references below, whatever the directory holding the checkout is called
+        // (SwiftPM otherwise derives a path dependency's identity from the directory name).
+        .package(name: "Strata", path: ".."),
+        // 1.38.1's default traits include RuntimeInterposer, whose repository is not
+        // available here; MallocInterposer alone resolves and needs no jemalloc.
+        .package(url: "https://github.com/ordo-one/benchmark", exact: "1.38.1", traits: ["MallocInterposer"]),
+    ],
+    targets: [
+        // LMDB's C API for the raw baselines. StrataLMDB's own CLMDB module is internal to
+        // the root package (not a product), so this package declares its own.
+        .systemLibrary(
+            name: "CLMDBRaw",
+            pkgConfig: "lmdb",
+            providers: [.apt(["liblmdb-dev"])]
+        ),
+        // The scenarios, each written once through StrataLMDB and once through the C API.
+        .target(
+            name: "LMDBBenchSupport",
+            dependencies: [
+                "CLMDBRaw",
+                .product(name: "StrataLMDB", package: "Strata"),
+            ]
+        ),
+        // `swift package benchmark`
+        .executableTarget(
+            name: "StrataLMDBBenchmarks",
+            dependencies: [
+                "LMDBBenchSupport",
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/StrataLMDBBenchmarks",
+            plugins: [
+                .plugin(name: "BenchmarkPlugin", package: "benchmark"),
+            ]
+        ),
+        // `swift run -c release lmdb-ratios`
+        .executableTarget(
+            name: "lmdb-ratios",
+            dependencies: ["LMDBBenchSupport"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)
