@@ -6,6 +6,8 @@ let package = Package(
     products: [
         .library(name: "Strata", targets: ["Strata"]),
         .library(name: "StrataLMDB", targets: ["StrataLMDB"]),
+        // Fixtures for tests of code that uses Strata (temporary store directories).
+        .library(name: "StrataTesting", targets: ["StrataTesting"]),
         .executable(name: "strata", targets: ["StrataCLI"]),
     ],
     dependencies: [
@@ -26,6 +28,7 @@ let package = Package(
             name: "Strata",
             dependencies: ["StrataLMDB"]
         ),
+        .target(name: "StrataTesting"),
         .executableTarget(
             name: "StrataCLI",
             dependencies: [
@@ -33,9 +36,9 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-        .testTarget(name: "StrataLMDBTests", dependencies: ["StrataLMDB"]),
-        .testTarget(name: "StrataTests", dependencies: ["Strata"]),
-        .testTarget(name: "StrataCLITests", dependencies: ["StrataCLI", "StrataLMDB"]),
+        .testTarget(name: "StrataLMDBTests", dependencies: ["StrataLMDB", "StrataTesting"]),
+        .testTarget(name: "StrataTests", dependencies: ["Strata", "StrataTesting"]),
+        .testTarget(name: "StrataCLITests", dependencies: ["StrataCLI", "StrataLMDB", "StrataTesting"]),
     ],
     swiftLanguageModes: [.v6]
 )

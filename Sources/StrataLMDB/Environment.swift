@@ -26,9 +26,9 @@ import Glibc
 ///
 /// LMDB forbids opening one environment twice in a process, so a second `Environment`
 /// for a directory that is already open throws ``LMDBError/alreadyOpen``.
+// @unchecked Sendable because `handle` is an MDB_env, which LMDB documents as usable
+// from any thread, and every mutable property is guarded by `state` or `writeMutex`.
 public final class Environment: @unchecked Sendable {
-    // @unchecked Sendable because `handle` is an MDB_env, which LMDB documents as usable
-    // from any thread, and every mutable property is guarded by `state` or `writeMutex`.
 
     /// The store directory.
     public let path: String

@@ -24,10 +24,10 @@ import Glibc
 ///   sees, so the file grows under heavy writes; and the map cannot grow (a write that
 ///   needs more room fails with ``LMDBError/mapFull``). Keep snapshots short-lived, and
 ///   watch ``Environment/openSnapshotCount`` and ``Environment/oldestSnapshotAge``.
+// @unchecked Sendable because the read transaction is only touched while `access`
+// (a recursive mutex) is held, and LMDB allows a MDB_NOTLS read transaction to be
+// used by any thread, one at a time.
 public final class ReadSnapshot: @unchecked Sendable {
-    // @unchecked Sendable because the read transaction is only touched while `access`
-    // (a recursive mutex) is held, and LMDB allows a MDB_NOTLS read transaction to be
-    // used by any thread, one at a time.
 
     /// The environment the snapshot reads.
     public let environment: Environment

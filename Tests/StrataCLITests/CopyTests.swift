@@ -1,5 +1,6 @@
 import Foundation
 import StrataLMDB
+import StrataTesting
 import Testing
 
 @testable import StrataCLI

@@ -1,25 +1,9 @@
 import Foundation
 import StrataLMDB
+import StrataTesting
 import Testing
 
 @testable import StrataCLI
-
-/// A temporary directory for one test, removed when the value goes away.
-struct TemporaryDirectory: ~Copyable {
-    let path: String
-
-    init(_ name: String = #function) {
-        let base = FileManager.default.temporaryDirectory.path
-        let sanitized = name.filter { $0.isLetter || $0.isNumber }
-        path = "\(base)/strata-cli-\(sanitized)-\(UUID().uuidString.prefix(8))"
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-
-    /// A path inside the directory (not created).
-    func appending(_ component: String) -> String { "\(path)/\(component)" }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-}
 
 /// The sample databases `makeStore` writes: name and number of entries.
 let sampleDatabases: [(name: String, entries: Int)] = [("alpha", 3), ("beta", 40), ("empty", 0)]

@@ -1,5 +1,6 @@
 import Foundation
 @testable import StrataLMDB
+import StrataTesting
 import Testing
 
 @Suite("Errors")

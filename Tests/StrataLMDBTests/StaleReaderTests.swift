@@ -1,5 +1,6 @@
 import Foundation
 @testable import StrataLMDB
+import StrataTesting
 import Testing
 
 /// Child processes take reader slots and are killed with SIGKILL, so they never release them.

@@ -1,23 +1,7 @@
 import Foundation
 import StrataLMDB
+import StrataTesting
 import Testing
-
-/// A temporary directory for one test, removed when the value goes away.
-struct TemporaryDirectory: ~Copyable {
-    let path: String
-
-    init(_ name: String = #function) {
-        let base = FileManager.default.temporaryDirectory.path
-        let sanitized = name.filter { $0.isLetter || $0.isNumber }
-        path = "\(base)/strata-\(sanitized)-\(UUID().uuidString.prefix(8))"
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-
-    /// A path inside the directory (not created).
-    func appending(_ component: String) -> String { "\(path)/\(component)" }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-}
 
 /// An 8-byte big-endian key: byte order equals numeric order.
 func key(_ n: UInt64) -> [UInt8] { withUnsafeBytes(of: n.bigEndian) { Array($0) } }

@@ -1,5 +1,6 @@
 @testable import Strata
 import StrataLMDB
+import StrataTesting
 import Foundation
 import Testing
 
@@ -39,9 +40,8 @@ struct StoreLayoutTests {
     }
 
     @Test func rowsAppendInKeyOrderOnTheRealStore() throws {
-        let path = FileManager.default.temporaryDirectory.path + "/strata-layout-\(UUID().uuidString.prefix(8))"
-        defer { try? FileManager.default.removeItem(atPath: path) }
-        let env = try Environment(path: path)
+        let directory = TemporaryDirectory()
+        let env = try Environment(path: directory.appending("store"))
         let rows = try env.openDatabase(named: StoreLayout.rowsDatabase(entity: "Note"), flags: .create)
         try env.write { txn in
             for raw in UInt64(1)...300 {

@@ -7,9 +7,9 @@ import Glibc
 /// `Synchronization.Mutex` has no condition variable, and the environment must wait for
 /// read transactions to drain before it remaps (see ``Environment``), so this small
 /// wrapper exists. It lives on the heap so the pthread objects never move.
+// @unchecked Sendable because the pthread mutex is the synchronisation itself: the
+// pointers are set once in init and freed once in deinit.
 final class ConditionLock: @unchecked Sendable {
-    // @unchecked Sendable because the pthread mutex is the synchronisation itself: the
-    // pointers are set once in init and freed once in deinit.
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
 
@@ -60,8 +60,8 @@ final class ConditionLock: @unchecked Sendable {
 }
 
 /// A plain pthread mutex, locked and unlocked on the same thread.
+// @unchecked Sendable because the pthread mutex is itself the synchronisation.
 final class ThreadMutex: @unchecked Sendable {
-    // @unchecked Sendable because the pthread mutex is itself the synchronisation.
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
 
     init() { pthread_mutex_init(mutex, nil) }
