@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 @testable import StrataLMDB
 import StrataTesting
 import Testing
@@ -89,6 +90,34 @@ struct TransactionMVCCTests {
         #expect(c.join())
         #expect(results.value == ["A", "A"])
         #expect(env.openSnapshotCount == 0)
+    }
+
+    @Test func sharedSnapshotSerialisesItsUsers() throws {
+        // Four threads read through one snapshot; each body stays inside for a moment.
+        // If access were not serialised, two bodies would overlap and `most` would exceed 1.
+        let dir = TemporaryDirectory()
+        let env = try openEnvironment(dir)
+        let db = try env.openDatabase(named: "t", flags: .create)
+        try env.write { txn in try txn.put(bytes("shared"), forKey: key(1), in: db) }
+        let snapshot = try env.makeSnapshot()
+        let inside = Mutex(0), most = Mutex(0), reads = Mutex(0)
+        let threads = (0..<4).map { _ in
+            TestThread {
+                for _ in 0..<25 {
+                    let value = try? snapshot.read { txn throws in
+                        let now = inside.withLock { $0 += 1; return $0 }
+                        most.withLock { $0 = max($0, now) }
+                        usleep(200)
+                        defer { inside.withLock { $0 -= 1 } }
+                        return try txn.string(forKey: key(1), in: db)
+                    }
+                    if value == "shared" { reads.withLock { $0 += 1 } }
+                }
+            }
+        }
+        for thread in threads { #expect(thread.join(seconds: 60)) }
+        #expect(most.withLock { $0 } == 1)
+        #expect(reads.withLock { $0 } == 100)
     }
 
     @Test func severalReadTransactionsOnOneThread() throws {
