@@ -1,0 +1,119 @@
+import Foundation
+
+/// The identity of a managed object: which entity, and which row of which store.
+///
+/// A `Sendable` value, so it is what crosses contexts and tasks (managed objects never
+/// do). An object inserted but not yet saved has a *temporary* ID; saving assigns a
+/// *permanent* one that names the store's UUID and the row's primary key.
+///
+/// ``uriRepresentation`` turns an ID into a URL you can keep (in a file, a URL, another
+/// process), and the coordinator (`managedObjectID(forURIRepresentation:)`) turns it back, returning nil for a URL that
+/// is malformed or names another store:
+///
+/// ```
+/// x-strata://6F1E7B0C-…/Note/p42        a permanent ID
+/// x-strata:///Note/t3D2C…               a temporary ID
+/// ```
+public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
+    /// The name of the object's entity.
+    public let entityName: String
+    let identity: Identity
+
+    enum Identity: Sendable, Hashable {
+        case temporary(UUID)
+        case permanent(store: UUID, primaryKey: UInt64)
+    }
+
+    /// The URL scheme of ``uriRepresentation``.
+    static let scheme = "x-strata"
+
+    /// A new temporary ID for an object of `entityName`, unique in this process and beyond.
+    init(temporaryFor entityName: String) {
+        self.entityName = entityName
+        identity = .temporary(UUID())
+    }
+
+    /// The permanent ID of row `primaryKey` of `entityName` in the store `store`.
+    init(store: UUID, entityName: String, primaryKey: PrimaryKey) {
+        self.entityName = entityName
+        identity = .permanent(store: store, primaryKey: primaryKey.rawValue)
+    }
+
+    /// Whether the object has not been saved yet (its ID will change when it is).
+    public var isTemporaryID: Bool {
+        if case .temporary = identity { return true }
+        return false
+    }
+
+    /// The UUID of the store the object lives in, or nil for a temporary ID.
+    public var storeIdentifier: UUID? {
+        if case .permanent(let store, _) = identity { return store }
+        return nil
+    }
+
+    /// The row's primary key, or nil for a temporary ID.
+    var primaryKey: PrimaryKey? {
+        if case .permanent(_, let key) = identity { return PrimaryKey(key) }
+        return nil
+    }
+
+    /// A URL naming the object: the store's UUID, the entity and the primary key (or, for
+    /// a temporary ID, the entity and the temporary UUID).
+    public var uriRepresentation: URL {
+        var components = URLComponents()
+        components.scheme = Self.scheme
+        switch identity {
+        case .temporary(let uuid):
+            components.host = ""
+            components.path = "/\(entityName)/t\(uuid.uuidString)"
+        case .permanent(let store, let key):
+            components.host = store.uuidString
+            components.path = "/\(entityName)/p\(key)"
+        }
+        // The components are all valid (a UUID host, an identifier and a number or UUID).
+        return components.url ?? URL(fileURLWithPath: "/")
+    }
+
+    /// Parses a URL made by ``uriRepresentation``; nil, never a trap, for anything else.
+    ///
+    /// This checks the URL's shape only: the coordinator also checks that the
+    /// store and the entity are its own.
+    init?(uriRepresentation url: URL) {
+        guard let components = URLComponents(url: url, resolvingAgainstBaseURL: false),
+              components.scheme == Self.scheme, components.port == nil, components.user == nil,
+              components.password == nil, components.query == nil, components.fragment == nil
+        else { return nil }
+        let parts = components.path.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0].isEmpty else { return nil }
+        let entity = String(parts[1])
+        guard Self.isEntityName(entity), let marker = parts[2].first else { return nil }
+        let rest = parts[2].dropFirst()
+        let host = components.host ?? ""
+        switch marker {
+        case "t":
+            guard host.isEmpty, rest.count == 36, let uuid = UUID(uuidString: String(rest)) else { return nil }
+            self.init(entityName: entity, identity: .temporary(uuid))
+        case "p":
+            // Digits only, no sign, no leading zero, in range, never 0.
+            guard let store = UUID(uuidString: host), rest.allSatisfy({ $0.isASCII && $0.isNumber }),
+                  rest.first != "0", let raw = UInt64(rest), let key = PrimaryKey(raw)
+            else { return nil }
+            self.init(store: store, entityName: entity, primaryKey: key)
+        default:
+            return nil
+        }
+    }
+
+    private init(entityName: String, identity: Identity) {
+        self.entityName = entityName
+        self.identity = identity
+    }
+
+    private static func isEntityName(_ name: String) -> Bool {
+        guard let first = name.unicodeScalars.first, !("0"..."9").contains(first) else { return false }
+        return name.unicodeScalars.allSatisfy { $0 == "_" || $0.properties.isAlphabetic || ("0"..."9").contains($0) }
+    }
+
+    /// The URI representation, as text.
+    public var description: String { uriRepresentation.absoluteString }
+}
