@@ -6,7 +6,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DOCS := .build/docs
 SYMBOLS := $(DOCS)/symbol-graphs
 
-.PHONY: all deps run test bench bench-ratios docs clean
+.PHONY: all deps run test bench bench-ratios docs fuzz clean
 
 all: test
 
@@ -50,5 +50,24 @@ docs: deps
 		--output-path $(DOCS)/StrataLMDB.doccarchive
 	@echo "Documentation: $(DOCS)/Strata.doccarchive and $(DOCS)/StrataLMDB.doccarchive"
 
+## libFuzzer on the record decoder for FUZZ_SECONDS (default 60), from the committed seed
+## corpus. Fails on any crash, and when libFuzzer says the code is not instrumented (a plain
+## --sanitize=fuzzer --sanitize=address build silently is not).
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD := .build-fuzz
+fuzz: deps
+	$(SWIFT) build -c release --scratch-path $(FUZZ_BUILD) --sanitize=fuzzer \
+		-Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library -Xswiftc -DSTRATA_FUZZING \
+		--product RecordDecoderFuzzer
+	rm -rf $(FUZZ_BUILD)/corpus/record-decoder && mkdir -p $(FUZZ_BUILD)/corpus/record-decoder
+	cp Fuzz/corpus/record-decoder/* $(FUZZ_BUILD)/corpus/record-decoder/
+	@echo "Fuzzing the record decoder for $(FUZZ_SECONDS) s..."
+	@$(FUZZ_BUILD)/release/RecordDecoderFuzzer -max_total_time=$(FUZZ_SECONDS) \
+		-artifact_prefix=$(FUZZ_BUILD)/ $(FUZZ_BUILD)/corpus/record-decoder \
+		> $(FUZZ_BUILD)/record-decoder.log 2>&1; status=$$?; tail -n 3 $(FUZZ_BUILD)/record-decoder.log; \
+	if grep -qi "instrumented" $(FUZZ_BUILD)/record-decoder.log; then \
+		echo "error: libFuzzer reports the code is not instrumented" >&2; exit 1; fi; \
+	if [ $$status -ne 0 ]; then echo "error: the fuzzer found a crash (see $(FUZZ_BUILD)/)" >&2; exit 1; fi
+
 clean:
-	rm -rf .build Benchmarks/.build Demo.strata
+	rm -rf .build .build-fuzz Benchmarks/.build Demo.strata

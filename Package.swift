@@ -29,6 +29,8 @@ let package = Package(
             dependencies: ["StrataLMDB"]
         ),
         .target(name: "StrataTesting"),
+        // libFuzzer target for the record decoder: `make fuzz` (replays files when built normally).
+        .executableTarget(name: "RecordDecoderFuzzer", dependencies: ["Strata"]),
         .executableTarget(
             name: "StrataCLI",
             dependencies: [
