@@ -60,7 +60,7 @@ fuzz: deps
 		-Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library -Xswiftc -DSTRATA_FUZZING \
 		--product RecordDecoderFuzzer
 	rm -rf $(FUZZ_BUILD)/corpus/record-decoder && mkdir -p $(FUZZ_BUILD)/corpus/record-decoder
-	cp Fuzz/corpus/record-decoder/* $(FUZZ_BUILD)/corpus/record-decoder/
+	cp Tests/FuzzCorpus/record-decoder/* $(FUZZ_BUILD)/corpus/record-decoder/
 	@echo "Fuzzing the record decoder for $(FUZZ_SECONDS) s..."
 	@$(FUZZ_BUILD)/release/RecordDecoderFuzzer -max_total_time=$(FUZZ_SECONDS) \
 		-artifact_prefix=$(FUZZ_BUILD)/ $(FUZZ_BUILD)/corpus/record-decoder \
