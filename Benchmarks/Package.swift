@@ -31,6 +31,7 @@ let package = Package(
             dependencies: [
                 "CLMDBRaw",
                 .product(name: "StrataLMDB", package: "Strata"),
+                .product(name: "StrataTesting", package: "Strata"),
             ]
         ),
         // `swift package benchmark`

@@ -4,18 +4,6 @@ import StrataLMDB
 import StrataTesting
 import Testing
 
-/// A small seeded generator, so every failure reproduces from the printed seed.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 @Suite("Order-preserving index keys")
 struct IndexKeyEncodingTests {
     static let seed: UInt64 = 0x5747_A7A5
@@ -61,7 +49,7 @@ struct IndexKeyEncodingTests {
     }
 
     @Test func integersKeepTheirOrderAndRoundTrip() throws {
-        var random = SplitMix64(state: Self.seed)
+        var random = SeededRandomNumberGenerator(seed: Self.seed)
         var values: [Int64] = [.min, .min + 1, -256, -1, 0, 1, 255, 256, .max - 1, .max]
         values += (0..<120).map { _ in Int64.random(in: .min ... .max, using: &random) }
         values += (0..<40).map { _ in Int64.random(in: -1000...1000, using: &random) }
@@ -70,7 +58,7 @@ struct IndexKeyEncodingTests {
     }
 
     @Test func doublesIncludingZeroInfinitiesAndNaN() throws {
-        var random = SplitMix64(state: Self.seed)
+        var random = SeededRandomNumberGenerator(seed: Self.seed)
         var values: [Double] = [
             -.infinity, -.greatestFiniteMagnitude, -1e300, -1, -.leastNormalMagnitude,
             -.leastNonzeroMagnitude, -0.0, 0.0, .leastNonzeroMagnitude, .leastNormalMagnitude,
@@ -98,7 +86,7 @@ struct IndexKeyEncodingTests {
     }
 
     @Test func datesUUIDsAndBooleans() throws {
-        var random = SplitMix64(state: Self.seed)
+        var random = SeededRandomNumberGenerator(seed: Self.seed)
         let dates = [Date.distantPast, Date(timeIntervalSince1970: 0), Date(timeIntervalSinceReferenceDate: -0.5),
                      Date(timeIntervalSinceReferenceDate: 0), Date.distantFuture]
             + (0..<60).map { _ in Date(timeIntervalSinceReferenceDate: Double.random(in: -1e10...1e10, using: &random)) }
@@ -119,7 +107,7 @@ struct IndexKeyEncodingTests {
     }
 
     @Test func stringsAndDataInUTF8ByteOrderEvenWithSuffixes() throws {
-        var random = SplitMix64(state: Self.seed)
+        var random = SeededRandomNumberGenerator(seed: Self.seed)
         let alphabet: [Character] = ["\0", "a", "b", "z", "A", "é", "ß", "日", "😀", "\u{FFFF}", " ", "~"]
         var strings = ["", "\0", "\0\0", "a", "a\0", "a\0b", "ab", "b", "é", "e\u{301}", "日本", "😀"]
         strings += (0..<80).map { _ in
@@ -149,7 +137,7 @@ struct IndexKeyEncodingTests {
     }
 
     @Test func decodingHostileBytesNeverTraps() {
-        var random = SplitMix64(state: Self.seed)
+        var random = SeededRandomNumberGenerator(seed: Self.seed)
         var samples: [[UInt8]] = [[], [0x02], [0x01], [0x01, 0x00], [0x01, 0x00, 0x01], [0x01, 0x00, 0xFF],
                                   [0x01, 0xC3], [0x01, 0xC3, 0x00, 0x00], [0x01, 0x02], [0x01] + Array(repeating: 0, count: 7)]
         samples += (0..<2000).map { _ in (0..<Int.random(in: 0...24, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) } }

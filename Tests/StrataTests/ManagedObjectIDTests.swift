@@ -1,5 +1,6 @@
 import Foundation
 @testable import Strata
+import StrataTesting
 import Testing
 
 @Suite("Managed object IDs")
@@ -64,7 +65,7 @@ struct ManagedObjectIDTests {
     }
 
     @Test func randomPrimaryKeysRoundTrip() {
-        var random = SplitMix64(state: 0x1D5)
+        var random = SeededRandomNumberGenerator(seed: 0x1D5)
         for _ in 0..<500 {
             let raw = UInt64.random(in: 1 ... .max, using: &random)
             let id = ManagedObjectID(store: UUID(), entityName: "Row", primaryKey: PrimaryKey(raw)!)

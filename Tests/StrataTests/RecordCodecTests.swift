@@ -1,5 +1,6 @@
 import Foundation
 @_spi(StorageInternals) @testable import Strata
+import StrataTesting
 import Testing
 
 @Suite("Record codec")
@@ -58,7 +59,7 @@ struct RecordCodecTests {
     }
 
     @Test func randomRecordsRoundTrip() throws {
-        var random = SplitMix64(state: Self.seed)
+        var random = SeededRandomNumberGenerator(seed: Self.seed)
         for _ in 0..<400 {
             var fields: [UInt32: AttributeValue] = [:]
             for _ in 0..<Int.random(in: 0...12, using: &random) {
@@ -108,7 +109,7 @@ struct RecordCodecTests {
     }
 
     @Test func truncatedMutatedAndRandomBytesNeverTrap() {
-        var random = SplitMix64(state: Self.seed)
+        var random = SeededRandomNumberGenerator(seed: Self.seed)
         let valid = RecordCodec.encode(Record(version: 77, fields: Dictionary(uniqueKeysWithValues:
             Self.extremes.filter { if case .string(let s) = $0 { s.count < 100 } else { true } }
                 .enumerated().map { (UInt32($0.offset), $0.element) })))

@@ -1,4 +1,5 @@
 import Foundation
+import StrataTesting
 
 /// The four scenarios, measured identically through StrataLMDB and through LMDB's C API.
 public enum Scenario: String, CaseIterable, Sendable {
@@ -59,7 +60,7 @@ public final class Workload: @unchecked Sendable {
         precondition(syncCommitCount <= entryCount)
         self.entryCount = entryCount
         self.syncCommitCount = syncCommitCount
-        var generator = SplitMix64(seed: seed)
+        var generator = SeededRandomNumberGenerator(seed: seed)
         let ordered = (0..<UInt64(entryCount)).map { $0.bigEndian }
         var shuffled = ordered
         shuffled.shuffle(using: &generator)
@@ -98,19 +99,6 @@ public final class Workload: @unchecked Sendable {
         var sum = entryCount * Workload.valueSize
         for key in 0..<entryCount { sum += key & 0xFF }
         return sum
-    }
-}
-
-/// A small deterministic generator, so every run shuffles the same way.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 
