@@ -3,8 +3,11 @@
 ///
 /// You describe an entity with its own (declared) properties and the name of its
 /// superentity; the model you build from it returns resolved descriptions whose
-/// ``attributesByName`` and ``relationshipsByName`` include inherited properties.
-/// Immutable and `Sendable`.
+/// ``attributes``, ``attributesByName`` and ``relationshipsByName`` include inherited
+/// properties. Immutable and `Sendable`.
+///
+/// A typed ``ManagedObject`` subclass derives its description from its property
+/// wrappers: see ``ManagedObject/entity()``.
 public final class EntityDescription: Sendable, CustomStringConvertible {
     /// The entity's name, unique in its model.
     public let name: String
@@ -12,67 +15,134 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
     public let superentityName: String?
     /// An abstract entity has no instances of its own, only of its sub-entities.
     public let isAbstract: Bool
+    /// The class of the entity's objects: a ``ManagedObject`` subclass, or
+    /// `ManagedObject` itself for an entity used through `value(forKey:)`.
+    public let managedObjectClass: ManagedObject.Type
     /// The attributes this entity declares itself (not inherited), in declaration order.
     public let declaredAttributes: [AttributeDescription]
     /// The relationships this entity declares itself, in declaration order.
     public let declaredRelationships: [RelationshipDescription]
 
-    /// Every attribute, inherited ones first, by name (filled in by the model).
-    public let attributesByName: [String: AttributeDescription]
-    /// Every relationship, inherited ones included, by name (filled in by the model).
-    public let relationshipsByName: [String: RelationshipDescription]
+    /// Every attribute, inherited ones first, in declaration order.
+    public let attributes: [AttributeDescription]
+    /// Every relationship, inherited ones first, in declaration order.
+    public let relationships: [RelationshipDescription]
     /// The names of the direct sub-entities, sorted (filled in by the model).
     public let subentityNames: [String]
     /// The entity's ancestors, nearest first (filled in by the model).
     public let ancestorNames: [String]
 
+    /// Positions in ``attributes`` and ``relationships`` by name: where a managed object
+    /// keeps each value.
+    let attributeSlots: [String: Int]
+    let relationshipSlots: [String: Int]
+    /// Where a typed subclass declared each property wrapper, mapped to its name.
+    let declarationSites: [DeclarationSite: String]
+    /// The same sites mapped to the property's slot in this (resolved) description.
+    let siteSlots: [DeclarationSite: PropertySlot]
+
     /// Describes an entity by its own properties.
-    public init(
+    public convenience init(
         name: String, superentityName: String? = nil, isAbstract: Bool = false,
+        managedObjectClass: ManagedObject.Type = ManagedObject.self,
         attributes: [AttributeDescription] = [], relationships: [RelationshipDescription] = []
+    ) {
+        self.init(
+            name: name, superentityName: superentityName, isAbstract: isAbstract,
+            managedObjectClass: managedObjectClass, declaredAttributes: attributes,
+            declaredRelationships: relationships, declarationSites: [:], ancestors: [], subentityNames: [])
+    }
+
+    /// The resolved description the model builds, with inherited properties.
+    convenience init(resolving entity: EntityDescription, ancestors: [EntityDescription], subentityNames: [String]) {
+        self.init(
+            name: entity.name, superentityName: entity.superentityName, isAbstract: entity.isAbstract,
+            managedObjectClass: entity.managedObjectClass, declaredAttributes: entity.declaredAttributes,
+            declaredRelationships: entity.declaredRelationships, declarationSites: entity.declarationSites,
+            ancestors: ancestors, subentityNames: subentityNames)
+    }
+
+    init(
+        name: String, superentityName: String?, isAbstract: Bool, managedObjectClass: ManagedObject.Type,
+        declaredAttributes: [AttributeDescription], declaredRelationships: [RelationshipDescription],
+        declarationSites: [DeclarationSite: String], ancestors: [EntityDescription], subentityNames: [String]
     ) {
         self.name = name
         self.superentityName = superentityName
         self.isAbstract = isAbstract
-        self.declaredAttributes = attributes
-        self.declaredRelationships = relationships
-        self.attributesByName = Dictionary(attributes.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
-        self.relationshipsByName = Dictionary(relationships.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
-        self.subentityNames = []
-        self.ancestorNames = []
-    }
-
-    /// The resolved description the model builds, with inherited properties.
-    init(resolving entity: EntityDescription, ancestors: [EntityDescription], subentityNames: [String]) {
-        name = entity.name
-        superentityName = entity.superentityName
-        isAbstract = entity.isAbstract
-        declaredAttributes = entity.declaredAttributes
-        declaredRelationships = entity.declaredRelationships
-        var attributes: [String: AttributeDescription] = [:]
-        var relationships: [String: RelationshipDescription] = [:]
-        for source in ancestors.reversed() + [entity] {
-            for attribute in source.declaredAttributes where attributes[attribute.name] == nil {
-                attributes[attribute.name] = attribute
+        self.managedObjectClass = managedObjectClass
+        self.declaredAttributes = declaredAttributes
+        self.declaredRelationships = declaredRelationships
+        var attributes: [AttributeDescription] = []
+        var relationships: [RelationshipDescription] = []
+        var attributeSlots: [String: Int] = [:]
+        var relationshipSlots: [String: Int] = [:]
+        var sites = declarationSites
+        // A duplicate name is a model error reported by the model; here the first one wins.
+        for source in ancestors.reversed() + [nil] {
+            for attribute in source?.declaredAttributes ?? declaredAttributes
+            where attributeSlots[attribute.name] == nil && relationshipSlots[attribute.name] == nil {
+                attributeSlots[attribute.name] = attributes.count
+                attributes.append(attribute)
             }
-            for relationship in source.declaredRelationships where relationships[relationship.name] == nil {
-                relationships[relationship.name] = relationship
+            for relationship in source?.declaredRelationships ?? declaredRelationships
+            where attributeSlots[relationship.name] == nil && relationshipSlots[relationship.name] == nil {
+                relationshipSlots[relationship.name] = relationships.count
+                relationships.append(relationship)
+            }
+            if let source { sites.merge(source.declarationSites) { own, _ in own } }
+        }
+        self.attributes = attributes
+        self.relationships = relationships
+        self.attributeSlots = attributeSlots
+        self.relationshipSlots = relationshipSlots
+        self.declarationSites = declarationSites
+        var siteSlots: [DeclarationSite: PropertySlot] = [:]
+        for (site, name) in sites {
+            if let slot = attributeSlots[name] {
+                siteSlots[site] = .attribute(slot)
+            } else if let slot = relationshipSlots[name] {
+                siteSlots[site] = .relationship(slot)
             }
         }
-        attributesByName = attributes
-        relationshipsByName = relationships
+        self.siteSlots = siteSlots
         self.subentityNames = subentityNames
         ancestorNames = ancestors.map(\.name)
     }
 
+    /// Every attribute, inherited ones included, by name.
+    public var attributesByName: [String: AttributeDescription] {
+        attributeSlots.mapValues { attributes[$0] }
+    }
+
+    /// Every relationship, inherited ones included, by name.
+    public var relationshipsByName: [String: RelationshipDescription] {
+        relationshipSlots.mapValues { relationships[$0] }
+    }
+
+    /// Every property, attributes then relationships, inherited ones first.
+    public var properties: [PropertyDescription] {
+        attributes.map(PropertyDescription.attribute) + relationships.map(PropertyDescription.relationship)
+    }
+
+    /// The attribute named `name`, inherited ones included.
+    public func attribute(named name: String) -> AttributeDescription? {
+        attributeSlots[name].map { attributes[$0] }
+    }
+
+    /// The relationship named `name`, inherited ones included.
+    public func relationship(named name: String) -> RelationshipDescription? {
+        relationshipSlots[name].map { relationships[$0] }
+    }
+
     /// Every property name, attributes and relationships, sorted.
     public var propertyNames: [String] {
-        (Array(attributesByName.keys) + Array(relationshipsByName.keys)).sorted()
+        (Array(attributeSlots.keys) + Array(relationshipSlots.keys)).sorted()
     }
 
     /// The attributes that are stored (not transient), sorted by name.
     public var storedAttributes: [AttributeDescription] {
-        attributesByName.values.filter { !$0.isTransient }.sorted { $0.name < $1.name }
+        attributes.filter { !$0.isTransient }.sorted { $0.name < $1.name }
     }
 
     /// Whether this entity is `entityName` or inherits from it.
@@ -83,5 +153,44 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
     /// `Entity(Superentity)`.
     public var description: String {
         superentityName.map { "\(name)(\($0))" } ?? name
+    }
+}
+
+/// An attribute or a relationship of an entity.
+public enum PropertyDescription: Sendable, Hashable {
+    /// An attribute.
+    case attribute(AttributeDescription)
+    /// A relationship.
+    case relationship(RelationshipDescription)
+
+    /// The property's name.
+    public var name: String {
+        switch self {
+        case .attribute(let attribute): attribute.name
+        case .relationship(let relationship): relationship.name
+        }
+    }
+}
+
+/// Where a managed object keeps one property's value.
+enum PropertySlot: Sendable, Hashable {
+    case attribute(Int)
+    case relationship(Int)
+}
+
+/// The source position of a property wrapper's declaration: how a wrapper finds its
+/// property's name without repeating it as a string (the entity maps sites to names).
+///
+/// The file is kept as the address of the `#fileID` literal: constant for a given call
+/// site, cheap to hash, and unique per file.
+struct DeclarationSite: Sendable, Hashable {
+    let file: UInt
+    let line: UInt32
+    let column: UInt32
+
+    init(fileID: StaticString, line: UInt, column: UInt) {
+        file = fileID.hasPointerRepresentation ? UInt(bitPattern: fileID.utf8Start) : 0
+        self.line = UInt32(truncatingIfNeeded: line)
+        self.column = UInt32(truncatingIfNeeded: column)
     }
 }

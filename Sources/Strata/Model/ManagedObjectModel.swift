@@ -87,6 +87,30 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
         versionHash = Self.hash(resolved)
     }
 
+    /// Builds a model from typed ``ManagedObject`` subclasses: their entities, those of
+    /// their superclasses and of every class their relationships reach.
+    ///
+    /// ```swift
+    /// let model = try ManagedObjectModel(types: [Folder.self, Note.self])
+    /// ```
+    ///
+    /// List sub-entities explicitly: nothing in a superclass points to them.
+    ///
+    /// - Throws: ``ModelError`` with every problem found.
+    public convenience init(types: [ManagedObject.Type]) throws(ModelError) {
+        var pending = types
+        var seen: Set<ObjectIdentifier> = []
+        var entities: [EntityDescription] = []
+        while let type = pending.popLast() {
+            guard seen.insert(ObjectIdentifier(type)).inserted else { continue }
+            let description = ClassEntityRegistry.shared.description(of: type)
+            entities.append(description.declared)
+            pending += description.destinations
+            if let superclass = description.superclass { pending.append(superclass) }
+        }
+        try self.init(entities: entities.sorted { $0.name < $1.name })
+    }
+
     /// The entities, sorted by name.
     public var entities: [EntityDescription] {
         entitiesByName.values.sorted { $0.name < $1.name }
@@ -174,7 +198,7 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
             problems.append(.unknownDestination(entity: entity.name, relationship: name, destination: relationship.destinationEntityName))
             return problems
         }
-        guard !relationship.inverseName.isEmpty, let inverse = destination.relationshipsByName[relationship.inverseName] else {
+        guard !relationship.inverseName.isEmpty, let inverse = destination.relationship(named: relationship.inverseName) else {
             problems.append(.missingInverse(entity: entity.name, relationship: name, inverse: relationship.inverseName))
             return problems
         }

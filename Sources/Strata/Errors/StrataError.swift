@@ -1,0 +1,134 @@
+import Foundation
+import StrataLMDB
+
+/// An error thrown by Strata: bad input, a validation failure, a store that cannot be
+/// used with the current model, or a storage failure.
+///
+/// Every case carries what you need to act on it: the entity and key involved, every
+/// validation failure at once, both model version hashes. Match cases in `catch`:
+///
+/// ```swift
+/// do {
+///     try note.setValue("high", forKey: "priority")
+/// } catch StrataError.typeMismatch(let key, let entity, let expected, let actual) {
+///     print("\(entity).\(key) takes a \(expected), not a \(actual)")
+/// }
+/// ```
+public enum StrataError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The model has no entity of that name.
+    case unknownEntity(String)
+    /// The entity has no property of that name.
+    case unknownKey(key: String, entity: String)
+    /// A value of the wrong type was given for a property: Strata never coerces silently.
+    case typeMismatch(key: String, entity: String, expected: String, actual: String)
+    /// Objects failed validation; every failure found is listed.
+    case validation([ValidationFailure])
+    /// The store was written with a different model; nothing was changed.
+    case modelMismatch(store: String, storeHash: String, modelHash: String)
+    /// The store's data does not belong to Strata, or was written by a newer format.
+    case incompatibleStore(store: String, reason: String)
+    /// The object's row no longer exists (it was deleted elsewhere) so its fault cannot
+    /// be fulfilled.
+    case inaccessibleFault(ManagedObjectID)
+    /// A stored record could not be decoded; the store's bytes are left as they are.
+    case corruptRecord(entity: String, primaryKey: UInt64, reason: String)
+    /// The object cannot take part in this operation in its current state.
+    case invalidObjectState(ManagedObjectID, reason: String)
+    /// The underlying LMDB store failed (full map, full disk, I/O error, ...).
+    case storage(LMDBError)
+
+    /// A sentence describing the error.
+    public var description: String {
+        switch self {
+        case .unknownEntity(let name):
+            "the model has no entity named '\(name)'"
+        case .unknownKey(let key, let entity):
+            "entity '\(entity)' has no property named '\(key)'"
+        case .typeMismatch(let key, let entity, let expected, let actual):
+            "\(entity).\(key) takes a value of type \(expected), not \(actual)"
+        case .validation(let failures):
+            "validation failed (\(failures.count) problem(s)):\n"
+                + failures.map { "- \($0)" }.joined(separator: "\n")
+        case .modelMismatch(let store, let storeHash, let modelHash):
+            "the store at \(store) was written with model version \(storeHash), but the current model's version is \(modelHash); the store was not changed (migration is not supported yet)"
+        case .incompatibleStore(let store, let reason):
+            "the store at \(store) cannot be opened: \(reason)"
+        case .inaccessibleFault(let id):
+            "the object \(id) no longer exists in its store, so its fault cannot be fulfilled"
+        case .corruptRecord(let entity, let primaryKey, let reason):
+            "the stored record of \(entity) p\(primaryKey) is corrupt: \(reason)"
+        case .invalidObjectState(let id, let reason):
+            "\(id): \(reason)"
+        case .storage(let error):
+            "storage error: \(error)"
+        }
+    }
+}
+
+/// One reason an object failed validation.
+public struct ValidationFailure: Sendable, Hashable, CustomStringConvertible {
+    /// What rule was broken.
+    public enum Reason: Sendable, Hashable {
+        /// A required attribute or to-one relationship is nil.
+        case missingValue
+        /// A number is below the attribute's minimum.
+        case belowMinimum(Double)
+        /// A number is above the attribute's maximum.
+        case aboveMaximum(Double)
+        /// A string is shorter than the attribute's minimum length.
+        case tooShort(minimumLength: Int)
+        /// A string is longer than the attribute's maximum length.
+        case tooLong(maximumLength: Int)
+        /// A string does not match the attribute's regular expression.
+        case patternMismatch(String)
+        /// A date is before the attribute's earliest date.
+        case tooEarly(Date)
+        /// A date is after the attribute's latest date.
+        case tooLate(Date)
+        /// A value does not fit the attribute's type (e.g. an integer out of range).
+        case wrongType(expected: String)
+        /// A to-many relationship holds fewer objects than its minimum count.
+        case tooFewObjects(minimum: Int, actual: Int)
+        /// A to-many relationship holds more objects than its maximum count.
+        case tooManyObjects(maximum: Int, actual: Int)
+        /// The object cannot be deleted: a relationship with the deny rule is not empty.
+        case deleteDenied(count: Int)
+        /// A failure reported by your own `validateValue(_:forKey:)` or `validateFor…` override.
+        case custom(String)
+    }
+
+    /// The object that failed.
+    public let objectID: ManagedObjectID
+    /// The property that failed, or nil for a failure of the whole object.
+    public let key: String?
+    /// Why.
+    public let reason: Reason
+
+    /// A failure.
+    public init(objectID: ManagedObjectID, key: String?, reason: Reason) {
+        self.objectID = objectID
+        self.key = key
+        self.reason = reason
+    }
+
+    /// `Note.title: is required`.
+    public var description: String {
+        let subject = key.map { "\(objectID.entityName).\($0)" } ?? objectID.entityName
+        let text: String = switch reason {
+        case .missingValue: "is required"
+        case .belowMinimum(let minimum): "is below the minimum \(minimum)"
+        case .aboveMaximum(let maximum): "is above the maximum \(maximum)"
+        case .tooShort(let length): "is shorter than \(length) characters"
+        case .tooLong(let length): "is longer than \(length) characters"
+        case .patternMismatch(let pattern): "does not match /\(pattern)/"
+        case .tooEarly(let date): "is earlier than \(date)"
+        case .tooLate(let date): "is later than \(date)"
+        case .wrongType(let expected): "is not a valid \(expected)"
+        case .tooFewObjects(let minimum, let actual): "holds \(actual) object(s), fewer than the minimum \(minimum)"
+        case .tooManyObjects(let maximum, let actual): "holds \(actual) object(s), more than the maximum \(maximum)"
+        case .deleteDenied(let count): "cannot be deleted: it still refers to \(count) object(s) (delete rule deny)"
+        case .custom(let message): message
+        }
+        return "\(subject) \(text) (\(objectID))"
+    }
+}

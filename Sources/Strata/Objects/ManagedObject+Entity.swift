@@ -1,0 +1,171 @@
+import Synchronization
+
+/// Entities derived from typed subclasses, and the typed accessors' slot lookups.
+extension ManagedObject {
+    /// The entity of this class, derived from its ``Attribute`` and ``Relationship``
+    /// properties (and its superclasses' for inherited properties). Derived once per
+    /// class and cached.
+    ///
+    /// Inverses are checked when you build a model from the classes
+    /// (``ManagedObjectModel/init(types:)``); this description on its own is not
+    /// checked. On `ManagedObject` itself it is an empty entity.
+    public class func entity() -> EntityDescription {
+        ClassEntityRegistry.shared.description(of: self).entity
+    }
+
+    // MARK: Typed access
+
+    /// The attribute slot of the wrapper declared at `site`.
+    func attributeSlot(at site: DeclarationSite) -> Int? {
+        switch propertySlot(at: site) {
+        case .attribute(let slot): slot
+        default: nil
+        }
+    }
+
+    /// The relationship slot of the wrapper declared at `site`.
+    func relationshipSlot(at site: DeclarationSite) -> Int? {
+        switch propertySlot(at: site) {
+        case .relationship(let slot): slot
+        default: nil
+        }
+    }
+
+    private func propertySlot(at site: DeclarationSite) -> PropertySlot? {
+        if let slot = entity.siteSlots[site] { return slot }
+        // An entity from a model built by hand for this class: find the name from the
+        // class's own description.
+        guard let name = Self.entity().siteSlots[site].map({ slot in
+            switch slot {
+            case .attribute(let index): Self.entity().attributes[index].name
+            case .relationship(let index): Self.entity().relationships[index].name
+            }
+        }) else { return nil }
+        return entity.attributeSlots[name].map(PropertySlot.attribute)
+            ?? entity.relationshipSlots[name].map(PropertySlot.relationship)
+    }
+
+    func readAttribute<Value: AttributeStorable>(at site: DeclarationSite, default defaultValue: Value) -> Value {
+        guard let slot = attributeSlot(at: site), fulfilIfNeeded(property: entity.attributes[slot].name) else {
+            return defaultValue
+        }
+        return Value(attributeValue: attributeValues[slot]) ?? defaultValue
+    }
+
+    func writeAttribute(at site: DeclarationSite, _ value: AttributeValue?) {
+        guard let slot = attributeSlot(at: site) else { return }
+        fulfilIfNeeded(property: entity.attributes[slot].name)
+        writeAttribute(slot, value)
+    }
+
+    func readRelationship(at site: DeclarationSite) -> [ManagedObject] {
+        guard let slot = relationshipSlot(at: site), loadRelationshipIfNeeded(slot) else { return [] }
+        return relationshipValues[slot].objects
+    }
+
+    func writeRelationship(at site: DeclarationSite, _ objects: [ManagedObject]) {
+        guard let slot = relationshipSlot(at: site) else { return }
+        fulfilIfNeeded(property: entity.relationships[slot].name)
+        setRelationship(slot, to: objects)
+    }
+}
+
+/// A property wrapper's contribution to its class's entity.
+protocol PropertyDeclaration {
+    var site: DeclarationSite { get }
+    func property(named name: String) -> PropertyDescription
+    /// The destination class of a relationship.
+    var destinationType: ManagedObject.Type? { get }
+}
+
+extension Attribute: PropertyDeclaration {
+    func property(named name: String) -> PropertyDescription {
+        let validation: AttributeValidation = switch rules {
+        case .none: AttributeValidation()
+        case .some(let rules): rules
+        }
+        return .attribute(AttributeDescription(
+            name: name, type: Value.attributeType, isOptional: Value.isOptionalAttribute,
+            defaultValue: defaultValue.attributeValue, isIndexed: isIndexed, isTransient: isTransient,
+            validation: validation))
+    }
+
+    var destinationType: ManagedObject.Type? { nil }
+}
+
+extension Relationship: PropertyDeclaration {
+    func property(named name: String) -> PropertyDescription {
+        .relationship(RelationshipDescription(
+            name: name, destinationEntityName: Value.Destination.entityName, inverseName: inverseName,
+            isToMany: Value.isToMany, isOrdered: Value.isOrdered, isOptional: isOptional,
+            deleteRule: deleteRule, minCount: minCount, maxCount: maxCount))
+    }
+
+    var destinationType: ManagedObject.Type? { Value.Destination.self }
+}
+
+/// What Strata knows about a managed-object class: its entity, derived once.
+struct ClassDescription: Sendable {
+    /// The entity as declared by the class alone (no inherited properties).
+    let declared: EntityDescription
+    /// The entity with inherited properties.
+    let entity: EntityDescription
+    /// The superclass, when it is a subclass of `ManagedObject`.
+    let superclass: ManagedObject.Type?
+    /// The classes the relationships point to.
+    let destinations: [ManagedObject.Type]
+    /// The declared entities of the ancestors, nearest first.
+    let ancestors: [EntityDescription]
+}
+
+/// The per-class cache of derived entities.
+final class ClassEntityRegistry: Sendable {
+    static let shared = ClassEntityRegistry()
+    private let descriptions = Mutex<[ObjectIdentifier: ClassDescription]>([:])
+
+    func description(of type: ManagedObject.Type) -> ClassDescription {
+        if let known = descriptions.withLock({ $0[ObjectIdentifier(type)] }) { return known }
+        // Derived outside the lock: deriving asks for the superclass's description.
+        let derived = derive(type)
+        return descriptions.withLock { cache in
+            if let raced = cache[ObjectIdentifier(type)] { return raced }
+            cache[ObjectIdentifier(type)] = derived
+            return derived
+        }
+    }
+
+    /// Reads the class's property wrappers from a prototype instance.
+    private func derive(_ type: ManagedObject.Type) -> ClassDescription {
+        let placeholder = EntityDescription(name: type.entityName, managedObjectClass: type)
+        let prototype = type.init(entity: placeholder)
+        let mirror = Mirror(reflecting: prototype)
+        var attributes: [AttributeDescription] = []
+        var relationships: [RelationshipDescription] = []
+        var sites: [DeclarationSite: String] = [:]
+        var destinations: [ManagedObject.Type] = []
+        for child in mirror.children {
+            guard let declaration = child.value as? any PropertyDeclaration, let label = child.label else { continue }
+            let name = label.hasPrefix("_") ? String(label.dropFirst()) : label
+            switch declaration.property(named: name) {
+            case .attribute(let attribute): attributes.append(attribute)
+            case .relationship(let relationship): relationships.append(relationship)
+            }
+            sites[declaration.site] = name
+            if let destination = declaration.destinationType { destinations.append(destination) }
+        }
+        var superclass: ManagedObject.Type?
+        var ancestors: [EntityDescription] = []
+        if let parent = mirror.superclassMirror?.subjectType as? ManagedObject.Type, parent != ManagedObject.self {
+            superclass = parent
+            let parentDescription = description(of: parent)
+            ancestors = [parentDescription.declared] + parentDescription.ancestors
+        }
+        let declared = EntityDescription(
+            name: type.entityName, superentityName: superclass?.entityName, isAbstract: type.isAbstractEntity,
+            managedObjectClass: type, declaredAttributes: attributes, declaredRelationships: relationships,
+            declarationSites: sites, ancestors: [], subentityNames: [])
+        return ClassDescription(
+            declared: declared, entity: EntityDescription(resolving: declared, ancestors: ancestors, subentityNames: []),
+            superclass: superclass, destinations: destinations, ancestors: ancestors)
+    }
+}

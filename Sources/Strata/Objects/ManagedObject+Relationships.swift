@@ -1,0 +1,172 @@
+/// Relationship edits with in-memory inverse maintenance.
+///
+/// Every edit goes through three primitives (`linkToOne`, `insertMember`,
+/// `removeMember`) that change one side and record the change; the public entry
+/// points apply them to both sides, so after any edit each relationship and its
+/// inverse agree.
+extension ManagedObject {
+    /// Adds `object` to the to-many relationship `key` (at the end of an ordered one),
+    /// updating the inverse side. Adding an object already there changes nothing.
+    ///
+    /// - Throws: ``StrataError/unknownKey(key:entity:)`` when `key` is not a to-many
+    ///   relationship; ``StrataError/typeMismatch(key:entity:expected:actual:)`` for an
+    ///   object of the wrong entity.
+    public func add(_ object: ManagedObject, toRelationship key: String) throws(StrataError) {
+        let slot = try toManySlot(key)
+        _ = try destinationObjects(from: [object], for: entity.relationships[slot])
+        addDestination(object, slot: slot, at: nil)
+    }
+
+    /// Inserts `object` at `index` (clamped to the bounds) of the ordered to-many
+    /// relationship `key`, moving it there when it is already a member.
+    ///
+    /// - Throws: as ``add(_:toRelationship:)``, and a type mismatch when the relationship
+    ///   is not ordered.
+    public func insert(_ object: ManagedObject, at index: Int, intoRelationship key: String) throws(StrataError) {
+        let slot = try toManySlot(key)
+        let relationship = entity.relationships[slot]
+        guard relationship.isOrdered else {
+            throw StrataError.typeMismatch(
+                key: key, entity: entity.name, expected: "an ordered relationship", actual: "an unordered one")
+        }
+        _ = try destinationObjects(from: [object], for: relationship)
+        addDestination(object, slot: slot, at: index)
+    }
+
+    /// Removes `object` from the to-many relationship `key`, updating the inverse side.
+    /// Removing an object that is not there changes nothing.
+    ///
+    /// - Throws: ``StrataError/unknownKey(key:entity:)`` when `key` is not a to-many
+    ///   relationship.
+    public func remove(_ object: ManagedObject, fromRelationship key: String) throws(StrataError) {
+        let slot = try toManySlot(key)
+        removeDestination(object, slot: slot)
+    }
+
+    private func toManySlot(_ key: String) throws(StrataError) -> Int {
+        guard let slot = entity.relationshipSlots[key], entity.relationships[slot].isToMany else {
+            throw StrataError.unknownKey(key: key, entity: entity.name)
+        }
+        return slot
+    }
+
+    // MARK: Both sides
+
+    /// Replaces the destinations of relationship `slot` with `objects` (already checked),
+    /// keeping every inverse in step.
+    func setRelationship(_ slot: Int, to objects: [ManagedObject]) {
+        let relationship = entity.relationships[slot]
+        guard relationship.isToMany else {
+            setToOne(slot, to: objects.first)
+            return
+        }
+        loadRelationshipIfNeeded(slot)
+        let current = relationshipValues[slot].objects
+        let incoming = ToManyStorage(isOrdered: false, objects: objects)
+        for old in current where !incoming.contains(old) {
+            removeDestination(old, slot: slot)
+        }
+        for (index, object) in objects.enumerated() {
+            addDestination(object, slot: slot, at: relationship.isOrdered ? index : nil)
+        }
+    }
+
+    /// Sets to-one relationship `slot` to `object`, updating the old and new inverses.
+    func setToOne(_ slot: Int, to object: ManagedObject?) {
+        let relationship = entity.relationships[slot]
+        guard case .toOne(let old) = relationshipValues[slot], old !== object else { return }
+        if let old { old.unlinkInverse(of: relationship, from: self) }
+        linkToOne(slot, object)
+        if let object { object.linkInverse(of: relationship, to: self, at: nil) }
+    }
+
+    /// Adds `object` to to-many `slot` (at `index` when ordered) and links its inverse.
+    func addDestination(_ object: ManagedObject, slot: Int, at index: Int?) {
+        let relationship = entity.relationships[slot]
+        loadRelationshipIfNeeded(slot)
+        if case .toMany(let storage) = relationshipValues[slot], storage.contains(object) {
+            // Already a member: only an ordered move can change anything.
+            guard let index, relationship.isOrdered, storage.objects.firstIndex(where: { $0 === object }) != index else { return }
+            removeMember(slot, object)
+            insertMember(slot, object, at: index)
+            return
+        }
+        insertMember(slot, object, at: index)
+        object.linkInverse(of: relationship, to: self, at: nil)
+    }
+
+    /// Removes `object` from to-many `slot` and unlinks its inverse.
+    func removeDestination(_ object: ManagedObject, slot: Int) {
+        loadRelationshipIfNeeded(slot)
+        guard case .toMany(let storage) = relationshipValues[slot], storage.contains(object) else { return }
+        removeMember(slot, object)
+        object.unlinkInverse(of: entity.relationships[slot], from: self)
+    }
+
+    /// This object is now a destination of `source`'s `relationship`: point the inverse
+    /// back at `source`. For a to-one inverse, the object leaves its previous source.
+    private func linkInverse(of relationship: RelationshipDescription, to source: ManagedObject, at index: Int?) {
+        guard let slot = entity.relationshipSlots[relationship.inverseName] else { return }
+        fulfilIfNeeded(property: relationship.inverseName)
+        if entity.relationships[slot].isToMany {
+            loadRelationshipIfNeeded(slot)
+            insertMember(slot, source, at: index)
+        } else {
+            guard case .toOne(let previous) = relationshipValues[slot], previous !== source else { return }
+            // One-to-one or many-to-one: the previous source loses this object.
+            if let previous { previous.dropForward(relationship, to: self) }
+            linkToOne(slot, source)
+        }
+    }
+
+    /// This object stopped being a destination of `source`'s `relationship`.
+    private func unlinkInverse(of relationship: RelationshipDescription, from source: ManagedObject) {
+        guard let slot = entity.relationshipSlots[relationship.inverseName] else { return }
+        fulfilIfNeeded(property: relationship.inverseName)
+        if entity.relationships[slot].isToMany {
+            loadRelationshipIfNeeded(slot)
+            removeMember(slot, source)
+        } else if case .toOne(let current) = relationshipValues[slot], current === source {
+            linkToOne(slot, nil)
+        }
+    }
+
+    /// `self`'s `relationship` no longer holds `object` (which moved to another source).
+    private func dropForward(_ relationship: RelationshipDescription, to object: ManagedObject) {
+        guard let slot = entity.relationshipSlots[relationship.name] else { return }
+        fulfilIfNeeded(property: relationship.name)
+        if relationship.isToMany {
+            loadRelationshipIfNeeded(slot)
+            removeMember(slot, object)
+        } else if case .toOne(let current) = relationshipValues[slot], current === object {
+            linkToOne(slot, nil)
+        }
+    }
+
+    // MARK: One side
+
+    private func linkToOne(_ slot: Int, _ object: ManagedObject?) {
+        if case .toOne(let current) = relationshipValues[slot], current === object { return }
+        owner?.objectWillChange(self, key: entity.relationships[slot].name)
+        relationshipValues[slot] = .toOne(object)
+        isModified = true
+    }
+
+    private func insertMember(_ slot: Int, _ object: ManagedObject, at index: Int?) {
+        guard case .toMany(var storage) = relationshipValues[slot], !storage.contains(object) else { return }
+        owner?.objectWillChange(self, key: entity.relationships[slot].name)
+        relationshipValues[slot] = .notLoaded  // drop the reference so the insert does not copy
+        storage.insert(object, at: index)
+        relationshipValues[slot] = .toMany(storage)
+        isModified = true
+    }
+
+    private func removeMember(_ slot: Int, _ object: ManagedObject) {
+        guard case .toMany(var storage) = relationshipValues[slot], storage.contains(object) else { return }
+        owner?.objectWillChange(self, key: entity.relationships[slot].name)
+        relationshipValues[slot] = .notLoaded
+        storage.remove(object)
+        relationshipValues[slot] = .toMany(storage)
+        isModified = true
+    }
+}

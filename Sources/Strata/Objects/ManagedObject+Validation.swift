@@ -1,0 +1,137 @@
+import Foundation
+import Synchronization
+
+/// Validation: the model's rules, your own rules, every failure reported at once.
+extension ManagedObject {
+    /// The model's rules for one property (see ``validateValue(_:forKey:)``).
+    func validateModelRules(_ value: Any?, forKey key: String) throws {
+        var failures: [ValidationFailure] = []
+        func fail(_ reason: ValidationFailure.Reason) {
+            failures.append(ValidationFailure(objectID: objectID, key: key, reason: reason))
+        }
+        if let attribute = entity.attribute(named: key) {
+            let stored: AttributeValue?
+            do {
+                stored = try attributeValue(from: value, for: attribute)
+            } catch {
+                fail(.wrongType(expected: attribute.type.swiftTypeName))
+                throw StrataError.validation(failures)
+            }
+            Self.check(stored, against: attribute, fail: fail)
+        } else if let relationship = entity.relationship(named: key) {
+            let count: Int
+            switch value {
+            case nil: count = 0
+            case is ManagedObject where !relationship.isToMany: count = 1
+            case let many as Set<ManagedObject> where relationship.isToMany: count = many.count
+            case let many as [ManagedObject] where relationship.isToMany: count = many.count
+            default:
+                fail(.wrongType(expected: relationship.isToMany ? "a collection of objects" : "an object"))
+                throw StrataError.validation(failures)
+            }
+            if count == 0 {
+                // An optional to-many may be empty whatever its minimum count.
+                if !relationship.isOptional { fail(.missingValue) }
+            } else if relationship.isToMany {
+                if count < relationship.minCount { fail(.tooFewObjects(minimum: relationship.minCount, actual: count)) }
+                if let maximum = relationship.maxCount, count > maximum {
+                    fail(.tooManyObjects(maximum: maximum, actual: count))
+                }
+            }
+        } else {
+            throw StrataError.unknownKey(key: key, entity: entity.name)
+        }
+        if !failures.isEmpty { throw StrataError.validation(failures) }
+    }
+
+    /// Checks the deny delete rules (see ``validateForDelete()``).
+    func validateDeleteRules() throws {
+        var failures: [ValidationFailure] = []
+        for (slot, relationship) in entity.relationships.enumerated() where relationship.deleteRule == .deny {
+            loadRelationshipIfNeeded(slot)
+            let count = relationshipValues[slot].objects.count
+            if count > 0 {
+                failures.append(ValidationFailure(objectID: objectID, key: relationship.name, reason: .deleteDenied(count: count)))
+            }
+        }
+        if !failures.isEmpty { throw StrataError.validation(failures) }
+    }
+
+
+    /// Runs ``validateValue(_:forKey:)`` for every property and gathers the failures.
+    func validateAllProperties() throws {
+        var failures: [ValidationFailure] = []
+        for name in entity.attributes.map(\.name) + entity.relationships.map(\.name) {
+            do {
+                try validateValue(try value(forKey: name), forKey: name)
+            } catch StrataError.validation(let found) {
+                failures += found
+            } catch {
+                failures.append(ValidationFailure(objectID: objectID, key: name, reason: .custom("\(error)")))
+            }
+        }
+        if !failures.isEmpty { throw StrataError.validation(failures) }
+    }
+
+    /// The model's rules for one attribute value.
+    static func check(
+        _ value: AttributeValue?, against attribute: AttributeDescription, fail: (ValidationFailure.Reason) -> Void
+    ) {
+        guard let value else {
+            if !attribute.isOptional { fail(.missingValue) }
+            return
+        }
+        if !attribute.type.accepts(value) { fail(.wrongType(expected: attribute.type.swiftTypeName)) }
+        let rules = attribute.validation
+        if let number = value.numericValue {
+            if let minimum = rules.minimum, number < minimum { fail(.belowMinimum(minimum)) }
+            if let maximum = rules.maximum, number > maximum { fail(.aboveMaximum(maximum)) }
+        }
+        if case .string(let string) = value {
+            let length = string.count
+            if let minimum = rules.minimumLength, length < minimum { fail(.tooShort(minimumLength: minimum)) }
+            if let maximum = rules.maximumLength, length > maximum { fail(.tooLong(maximumLength: maximum)) }
+            if let pattern = rules.pattern, !PatternCache.shared.wholeMatch(pattern, string) {
+                fail(.patternMismatch(pattern))
+            }
+        }
+        if case .date(let date) = value {
+            if let earliest = rules.earliestDate, date < earliest { fail(.tooEarly(earliest)) }
+            if let latest = rules.latestDate, date > latest { fail(.tooLate(latest)) }
+        }
+    }
+}
+
+extension AttributeValue {
+    /// The value as a `Double` for minimum/maximum rules; nil for non-numeric values.
+    /// NaN compares false with everything, so it is reported by neither rule.
+    var numericValue: Double? {
+        switch self {
+        case .integer(let n): Double(n)
+        case .double(let d): d
+        case .float(let f): Double(f)
+        case .decimal(let d): NSDecimalNumber(decimal: d).doubleValue
+        default: nil
+        }
+    }
+}
+
+/// Compiled validation patterns, shared by every object (compiling per check is slow).
+final class PatternCache: Sendable {
+    static let shared = PatternCache()
+    private let compiled = Mutex<[String: NSRegularExpression]>([:])
+
+    /// Whether the whole of `string` matches `pattern`; an invalid pattern (which the
+    /// model refuses to build with) matches nothing.
+    func wholeMatch(_ pattern: String, _ string: String) -> Bool {
+        let expression = compiled.withLock { cache -> NSRegularExpression? in
+            if let hit = cache[pattern] { return hit }
+            guard let made = try? NSRegularExpression(pattern: "^(?:\(pattern))$") else { return nil }
+            cache[pattern] = made
+            return made
+        }
+        guard let expression else { return false }
+        let range = NSRange(string.startIndex..., in: string)
+        return expression.firstMatch(in: string, options: [], range: range) != nil
+    }
+}

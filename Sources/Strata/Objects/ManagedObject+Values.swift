@@ -1,0 +1,302 @@
+import Foundation
+
+/// Key-value access and change tracking.
+extension ManagedObject {
+    /// The value of the property named `key`: an attribute's Swift value (`Int16`,
+    /// `Int32`, `Int64`, `Double`, `Float`, `Bool`, `String`, `Date`, `Data`, `UUID`,
+    /// `URL`, `Decimal`, or the transformable type), a to-one relationship's
+    /// `ManagedObject`, a to-many's `Set<ManagedObject>` or, when ordered,
+    /// `[ManagedObject]`. Nil for a nil attribute or an empty to-one.
+    ///
+    /// Fires the fault if the object is one.
+    ///
+    /// - Throws: ``StrataError/unknownKey(key:entity:)`` for a key the entity lacks;
+    ///   ``StrataError/inaccessibleFault(_:)`` when the object's row no longer exists.
+    public func value(forKey key: String) throws(StrataError) -> Any? {
+        if let slot = entity.attributeSlots[key] {
+            guard fulfilIfNeeded(property: key) else { throw inaccessibleError }
+            guard let value = attributeValues[slot] else { return nil }
+            return try swiftValue(value, of: entity.attributes[slot])
+        }
+        if let slot = entity.relationshipSlots[key] {
+            guard loadRelationshipIfNeeded(slot) else { throw inaccessibleError }
+            return swiftValue(relationshipValues[slot], of: entity.relationships[slot])
+        }
+        throw StrataError.unknownKey(key: key, entity: entity.name)
+    }
+
+    /// Sets the property named `key` to `value`, of exactly the type ``value(forKey:)``
+    /// returns (an `Int` is also accepted for integer attributes when it fits; no other
+    /// conversion is made). A relationship also takes any array or set of objects of its
+    /// destination entity; setting it updates the inverse side of every object involved.
+    ///
+    /// Setting a value equal to the current one changes nothing.
+    ///
+    /// - Throws: ``StrataError/unknownKey(key:entity:)``,
+    ///   ``StrataError/typeMismatch(key:entity:expected:actual:)`` for a value of the
+    ///   wrong type or out of the attribute's range, or
+    ///   ``StrataError/invalidObjectState(_:reason:)`` for a relationship to an object
+    ///   of another context. Nothing changes when it throws.
+    public func setValue(_ value: Any?, forKey key: String) throws(StrataError) {
+        if let slot = entity.attributeSlots[key] {
+            let attribute = entity.attributes[slot]
+            let converted = try attributeValue(from: value, for: attribute)
+            fulfilIfNeeded(property: key)
+            writeAttribute(slot, converted)
+            return
+        }
+        if let slot = entity.relationshipSlots[key] {
+            let objects = try destinationObjects(from: value, for: entity.relationships[slot])
+            fulfilIfNeeded(property: key)
+            setRelationship(slot, to: objects)
+            return
+        }
+        throw StrataError.unknownKey(key: key, entity: entity.name)
+    }
+
+    /// The persistent properties whose values changed since the object was last fetched
+    /// or saved, with their new values (nil for a nil value). Transient attributes are
+    /// never included. For an object never saved, every persistent property that is not
+    /// nil or empty.
+    public func changedValues() -> [String: Any?] {
+        guard faultState == .fulfilled else { return [:] }
+        var changes: [String: Any?] = [:]
+        for (slot, attribute) in entity.attributes.enumerated() where !attribute.isTransient {
+            let current = attributeValues[slot]
+            if current != committed?.attributes[slot] ?? nil {
+                changes[attribute.name] = current.flatMap { try? swiftValue($0, of: attribute) }
+            }
+        }
+        for (slot, relationship) in entity.relationships.enumerated() where relationshipChanged(slot) {
+            changes[relationship.name] = swiftValue(relationshipValues[slot], of: relationship)
+        }
+        return changes
+    }
+
+    /// The values of the properties named `keys` (every property when nil) as they were
+    /// last fetched or saved, ignoring unsaved changes; empty for an object never saved.
+    ///
+    /// - Throws: ``StrataError/unknownKey(key:entity:)`` for a key the entity lacks.
+    public func committedValues(forKeys keys: [String]?) throws(StrataError) -> [String: Any?] {
+        let names = keys ?? entity.attributes.map(\.name) + entity.relationships.map(\.name)
+        for key in names where entity.attributeSlots[key] == nil && entity.relationshipSlots[key] == nil {
+            throw StrataError.unknownKey(key: key, entity: entity.name)
+        }
+        guard fulfilIfNeeded() else { throw inaccessibleError }
+        var values: [String: Any?] = [:]
+        for key in names {
+            if let slot = entity.attributeSlots[key] {
+                guard let committed else { continue }
+                values[key] = try committed.attributes[slot].map { value throws(StrataError) in
+                    try swiftValue(value, of: entity.attributes[slot])
+                }
+            } else if let slot = entity.relationshipSlots[key] {
+                loadRelationshipIfNeeded(slot)
+                guard let committed else { continue }
+                values[key] = swiftValue(committed.relationships[slot], of: entity.relationships[slot])
+            }
+        }
+        return values
+    }
+
+    // MARK: Primitive writes
+
+    /// Sets an attribute slot, recording the change; no-op when the value is unchanged.
+    func writeAttribute(_ slot: Int, _ value: AttributeValue?) {
+        guard attributeValues[slot] != value else { return }
+        owner?.objectWillChange(self, key: entity.attributes[slot].name)
+        attributeValues[slot] = value
+        isModified = true
+    }
+
+    /// Whether relationship `slot` differs from its committed value.
+    func relationshipChanged(_ slot: Int) -> Bool {
+        let current = relationshipValues[slot]
+        let old = committed?.relationships[slot]
+        switch (current, old) {
+        case (.notLoaded, _): return false
+        case (.toOne(let object), nil): return object != nil
+        case (.toOne(let object), .toOne(let oldObject)?): return object !== oldObject
+        case (.toMany(let storage), nil), (.toMany(let storage), .notLoaded?): return old == nil ? storage.count > 0 : true
+        case (.toMany(let storage), .toMany(let oldStorage)?):
+            guard storage.count == oldStorage.count else { return true }
+            if storage.isOrdered { return !zip(storage.objects, oldStorage.objects).allSatisfy { $0 === $1 } }
+            return !oldStorage.objects.allSatisfy(storage.contains)
+        default: return true
+        }
+    }
+
+    // MARK: Conversions
+
+    /// The Swift value of a stored attribute value.
+    func swiftValue(_ value: AttributeValue, of attribute: AttributeDescription) throws(StrataError) -> Any {
+        switch (attribute.type, value) {
+        case (.integer16, .integer(let n)): return Int16(truncatingIfNeeded: n)
+        case (.integer32, .integer(let n)): return Int32(truncatingIfNeeded: n)
+        case (.integer64, .integer(let n)): return n
+        case (.double, .double(let d)): return d
+        case (.float, .float(let f)): return f
+        case (.boolean, .boolean(let b)): return b
+        case (.string, .string(let s)): return s
+        case (.date, .date(let d)): return d
+        case (.binaryData, .binaryData(let d)): return d
+        case (.uuid, .uuid(let u)): return u
+        case (.uri, .uri(let u)): return u
+        case (.decimal, .decimal(let d)): return d
+        case (.transformable(let type), .transformable(let data)):
+            do {
+                return try TransformableCoding.decode(type, from: data)
+            } catch {
+                throw StrataError.corruptRecord(
+                    entity: entity.name, primaryKey: objectID.primaryKey?.rawValue ?? 0,
+                    reason: "\(attribute.name) does not decode as \(attribute.type): \(error)")
+            }
+        default:
+            throw StrataError.corruptRecord(
+                entity: entity.name, primaryKey: objectID.primaryKey?.rawValue ?? 0,
+                reason: "\(attribute.name) holds \(value), not a \(attribute.type)")
+        }
+    }
+
+    /// The Swift value of a relationship: an object or nil, a set, or an array.
+    func swiftValue(_ storage: RelationshipStorage, of relationship: RelationshipDescription) -> Any? {
+        switch storage {
+        case .toOne(let object): return object
+        case .toMany(let many): return relationship.isOrdered ? many.objects : Set(many.objects)
+        case .notLoaded: return relationship.isOrdered ? [ManagedObject]() : Set<ManagedObject>()
+        }
+    }
+
+    /// Converts a Swift value for an attribute, refusing every silent coercion.
+    func attributeValue(from value: Any?, for attribute: AttributeDescription) throws(StrataError) -> AttributeValue? {
+        guard let value = flattened(value) else { return nil }
+        func mismatch(_ detail: String = "") -> StrataError {
+            .typeMismatch(
+                key: attribute.name, entity: entity.name, expected: attribute.type.swiftTypeName,
+                actual: "\(type(of: value))\(detail)")
+        }
+        if let stored = value as? AttributeValue {
+            guard attribute.type.accepts(stored) else { throw mismatch(" \(stored)") }
+            return stored
+        }
+        switch attribute.type {
+        case .integer16, .integer32, .integer64:
+            let n: Int64
+            switch value {
+            case let v as Int: n = Int64(v)
+            case let v as Int16 where attribute.type == .integer16: n = Int64(v)
+            case let v as Int32 where attribute.type == .integer32: n = Int64(v)
+            case let v as Int64 where attribute.type == .integer64: n = v
+            default: throw mismatch()
+            }
+            guard attribute.type.accepts(.integer(n)) else { throw mismatch(" \(n), out of range") }
+            return .integer(n)
+        case .double: if let v = value as? Double { return .double(v) }
+        case .float: if let v = value as? Float { return .float(v) }
+        case .boolean: if let v = value as? Bool { return .boolean(v) }
+        case .string: if let v = value as? String { return .string(v) }
+        case .date: if let v = value as? Date { return .date(v) }
+        case .binaryData: if let v = value as? Data { return .binaryData(v) }
+        case .uuid: if let v = value as? UUID { return .uuid(v) }
+        case .uri: if let v = value as? URL { return .uri(v) }
+        case .decimal: if let v = value as? Decimal { return .decimal(v) }
+        case .transformable(let type):
+            guard let data = TransformableCoding.encode(value, as: type) else { throw mismatch() }
+            return .transformable(data)
+        }
+        throw mismatch()
+    }
+
+    /// Checks a Swift value for a relationship: nil or an object for a to-one, a set or
+    /// array of objects for a to-many, every one of the destination entity and not of
+    /// another context.
+    func destinationObjects(from value: Any?, for relationship: RelationshipDescription) throws(StrataError) -> [ManagedObject] {
+        let objects: [ManagedObject]
+        func mismatch(_ actual: String) -> StrataError {
+            let expected = !relationship.isToMany ? "\(relationship.destinationEntityName)?"
+                : relationship.isOrdered ? "[\(relationship.destinationEntityName)]" : "Set<\(relationship.destinationEntityName)>"
+            return .typeMismatch(key: relationship.name, entity: entity.name, expected: expected, actual: actual)
+        }
+        switch flattened(value) {
+        case nil:
+            objects = []
+        case let object as ManagedObject where !relationship.isToMany:
+            objects = [object]
+        case let array as [ManagedObject] where relationship.isToMany:
+            guard Set(array.map(ObjectIdentifier.init)).count == array.count else {
+                throw mismatch("an array with duplicates")
+            }
+            objects = array
+        case let set as Set<ManagedObject> where relationship.isToMany && !relationship.isOrdered:
+            objects = Array(set)
+        case let other?:
+            throw mismatch("\(type(of: other))")
+        }
+        for object in objects {
+            guard object.entity.isKind(of: relationship.destinationEntityName) else {
+                throw mismatch("an object of entity \(object.entity.name)")
+            }
+            if let mine = owner, let theirs = object.owner, mine !== theirs {
+                throw StrataError.invalidObjectState(
+                    objectID, reason: "\(relationship.name) cannot refer to \(object.objectID), an object of another context")
+            }
+        }
+        return objects
+    }
+
+    /// Unwraps an `Optional` hidden inside `Any`.
+    private func flattened(_ value: Any?) -> Any? {
+        guard let value else { return nil }
+        if let optional = value as? any OptionalBox { return flattened(optional.wrappedAny) }
+        return value
+    }
+}
+
+/// Lets `flattened` see through an `Optional` stored in an `Any`.
+private protocol OptionalBox {
+    var wrappedAny: Any? { get }
+}
+
+extension Optional: OptionalBox {
+    fileprivate var wrappedAny: Any? { self.map { $0 as Any } }
+}
+
+extension AttributeType {
+    /// The Swift type `value(forKey:)` returns for the attribute.
+    var swiftTypeName: String {
+        switch self {
+        case .integer16: "Int16"
+        case .integer32: "Int32"
+        case .integer64: "Int64"
+        case .double: "Double"
+        case .float: "Float"
+        case .boolean: "Bool"
+        case .string: "String"
+        case .date: "Date"
+        case .binaryData: "Data"
+        case .uuid: "UUID"
+        case .uri: "URL"
+        case .decimal: "Decimal"
+        case .transformable(let type): String(reflecting: type)
+        }
+    }
+}
+
+/// How transformable values become bytes: JSON with sorted keys, so equal values store
+/// equal bytes (and an unchanged value is not a change).
+enum TransformableCoding {
+    static func encode(_ value: Any, as type: any (Codable & Sendable).Type) -> Data? {
+        func open<T: Codable & Sendable>(_: T.Type) -> Data? {
+            guard let typed = value as? T else { return nil }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            return try? encoder.encode(typed)
+        }
+        return open(type)
+    }
+
+    static func decode(_ type: any (Codable & Sendable).Type, from data: Data) throws -> Any {
+        func open<T: Codable & Sendable>(_: T.Type) throws -> Any { try JSONDecoder().decode(T.self, from: data) }
+        return try open(type)
+    }
+}

@@ -1,0 +1,25 @@
+/// The context side of its managed objects: what an object asks of the context that
+/// registered it. A context's object store conforms (it lives in the context's
+/// isolation region, as its objects do, so no call here crosses an actor).
+protocol ManagedObjectOwner: AnyObject {
+    /// The persistent state of `object`, a fault: from the parent context or the store.
+    /// Throws ``StrataError/inaccessibleFault(_:)`` when the row no longer exists.
+    func snapshotForFault(of object: ManagedObject) throws(StrataError) -> ObjectSnapshot
+
+    /// The object registered for `id`, or a new fault registered for it. No I/O.
+    func object(for id: ManagedObjectID) -> ManagedObject
+
+    /// The destination IDs of a to-many relationship that was not loaded yet.
+    func destinations(
+        of object: ManagedObject, relationship: RelationshipDescription
+    ) throws(StrataError) -> [ManagedObjectID]
+
+    /// Called before a property of `object` changes (for change tracking and undo);
+    /// `object` still has its old value.
+    func objectWillChange(_ object: ManagedObject, key: String)
+
+    /// Fulfilling `object`'s fault failed. Returns true to carry on with the object
+    /// marked deleted and its values nil (`shouldDeleteInaccessibleFaults`), false to
+    /// leave it inaccessible.
+    func handleInaccessibleFault(_ object: ManagedObject, property: String?, error: StrataError) -> Bool
+}
