@@ -2,7 +2,7 @@ import Foundation
 @testable import Strata
 import Testing
 
-struct Colour: Codable, Sendable, Hashable { var red, green, blue: Double }
+
 
 @Suite("Managed object model")
 struct ManagedObjectModelTests {
