@@ -73,3 +73,25 @@ struct ManagedObjectIDTests {
         }
     }
 }
+
+@Suite struct ManagedObjectIDCoordinatorCheckTests {
+    let store = UUID()
+
+    @Test func acceptsOwnStoresAndEntities() throws {
+        let id = ManagedObjectID(store: store, entityName: "Note", primaryKey: PrimaryKey(7)!)
+        #expect(ManagedObjectID(uriRepresentation: id.uriRepresentation, stores: [store], model: NotesModel.model) == id)
+        let temporary = ManagedObjectID(temporaryFor: "Folder")
+        #expect(ManagedObjectID(uriRepresentation: temporary.uriRepresentation, stores: [store], model: NotesModel.model) == temporary)
+    }
+
+    @Test func rejectsForeignStoresUnknownAndAbstractEntities() {
+        let foreign = ManagedObjectID(store: UUID(), entityName: "Note", primaryKey: PrimaryKey(7)!)
+        #expect(ManagedObjectID(uriRepresentation: foreign.uriRepresentation, stores: [store], model: NotesModel.model) == nil)
+        let unknown = ManagedObjectID(store: store, entityName: "Spaceship", primaryKey: PrimaryKey(1)!)
+        #expect(ManagedObjectID(uriRepresentation: unknown.uriRepresentation, stores: [store], model: NotesModel.model) == nil)
+        let abstract = ManagedObjectID(store: store, entityName: "Item", primaryKey: PrimaryKey(1)!)
+        #expect(ManagedObjectID(uriRepresentation: abstract.uriRepresentation, stores: [store], model: NotesModel.model) == nil)
+        #expect(ManagedObjectID(uriRepresentation: URL(string: "x-strata://nope")!, stores: [store], model: NotesModel.model) == nil)
+        #expect(ManagedObjectID(uriRepresentation: URL(fileURLWithPath: "/tmp"), stores: [store], model: NotesModel.model) == nil)
+    }
+}

@@ -104,6 +104,18 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// Parses a URL made by ``uriRepresentation`` and checks it against a coordinator's
+    /// stores and model: nil when it is malformed, names a store not in `stores`, or an
+    /// entity the model lacks (or an abstract one, which has no rows of its own).
+    /// A temporary ID is accepted for any entity of the model.
+    init?(uriRepresentation url: URL, stores: Set<UUID>, model: ManagedObjectModel) {
+        guard let id = ManagedObjectID(uriRepresentation: url),
+              let entity = model.entitiesByName[id.entityName], !entity.isAbstract
+        else { return nil }
+        if let store = id.storeIdentifier, !stores.contains(store) { return nil }
+        self = id
+    }
+
     private init(entityName: String, identity: Identity) {
         self.entityName = entityName
         self.identity = identity
