@@ -112,13 +112,16 @@ extension Environment {
             return cached
         }
         let creating = flags.contains(.create) && !configuration.readOnly
+        // A read-only environment opens without MDB_CREATE: asking to create in a read
+        // transaction fails with EACCES even for a database that exists.
+        let openFlags = creating ? flags.rawValue : wanted.rawValue
         // mdb_dbi_open must not run in concurrent transactions of one process (lmdb.h),
         // so each call holds the state lock; it is short and never held across a commit.
         let open = { (txn: OpaquePointer) throws(LMDBError) -> Database in
             try self.state.withLock { () throws(LMDBError) -> Database in
                 var dbi = MDB_dbi()
-                let rc = name.map { mdb_dbi_open(txn, $0, flags.rawValue, &dbi) }
-                    ?? mdb_dbi_open(txn, nil, flags.rawValue & ~UInt32(MDB_CREATE), &dbi)
+                let rc = name.map { mdb_dbi_open(txn, $0, openFlags, &dbi) }
+                    ?? mdb_dbi_open(txn, nil, openFlags & ~UInt32(MDB_CREATE), &dbi)
                 try LMDBError.check(rc, "opening database \(name ?? "<main>")")
                 var actual: UInt32 = 0
                 mdb_dbi_flags(txn, dbi, &actual)

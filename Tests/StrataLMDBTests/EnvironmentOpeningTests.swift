@@ -88,6 +88,11 @@ struct EnvironmentOpeningTests {
         #expect(try env.read { try $0.string(forKey: key(1), in: db) } == "kept")
         #expect(throws: LMDBError.readOnly) { try env.write { _ in } }
         #expect(try env.databaseNames() == ["things"])
+        // Asking to create a database that exists is fine read-only; one that does not
+        // exist is not found, and nothing is created.
+        #expect(try env.openDatabase(named: "things", flags: .create) == db)
+        #expect(throws: LMDBError.notFound) { try env.openDatabase(named: "missing", flags: .create) }
+        #expect(try env.databaseNames() == ["things"])
     }
 
     @Test func libraryVersionIsChecked() {
