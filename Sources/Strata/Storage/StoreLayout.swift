@@ -1,8 +1,9 @@
 /// How a Strata store lays its data out in LMDB (DESIGN.md, "Store layout").
 ///
 /// One environment per store; one named database per entity holding its rows keyed by
-/// big-endian primary key; one per index; a metadata database (store UUID, model
-/// version hash, primary-key sequences, format version) and a history database.
+/// big-endian primary key; one per index; one per to-many relationship (its links); a
+/// metadata database (store UUID, model version hash, primary-key sequences, format
+/// version) and a history database.
 /// Database names are prefixed so they cannot collide: entity and attribute names are
 /// Swift identifiers, which never contain the separator.
 enum StoreLayout {
@@ -19,6 +20,10 @@ enum StoreLayout {
 
     /// The database holding the index of `entity` on `attribute`.
     static func indexDatabase(entity: String, attribute: String) -> String { "index:\(entity).\(attribute)" }
+
+    /// The database holding the links of `entity`'s to-many relationship `relationship`:
+    /// one entry per (owner, destination) pair (see ``StoreFile``).
+    static func linksDatabase(entity: String, relationship: String) -> String { "links:\(entity).\(relationship)" }
 }
 
 /// A row's primary key: a store-assigned, never-reused positive integer.

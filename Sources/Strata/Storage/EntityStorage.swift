@@ -1,0 +1,133 @@
+import StrataLMDB
+
+/// How one entity is stored: its number, its databases and the field number of every
+/// stored property, aligned with the entity's attribute and relationship slots (the
+/// positions ``ObjectSnapshot`` uses).
+struct EntityStorage: Sendable {
+    /// The resolved entity.
+    let entity: EntityDescription
+    /// The entity's number (``StoreSchema``).
+    let number: UInt16
+    /// The entity's rows; nil for an abstract entity, which has none.
+    let rows: Database?
+    /// By attribute slot.
+    let attributes: [StoredAttribute]
+    /// By relationship slot.
+    let relationships: [StoredRelationship]
+    /// What each field number of a row holds.
+    let fields: [UInt32: Field]
+    /// Relationship slots by name.
+    private let relationshipSlots: [String: Int]
+    /// Attribute slots by name.
+    private let attributeSlots: [String: Int]
+
+    /// What a field of a row holds: the attribute or the to-one relationship of a slot.
+    enum Field: Sendable, Hashable {
+        /// The attribute of this slot.
+        case attribute(Int)
+        /// The to-one relationship of this slot (its foreign key).
+        case relationship(Int)
+    }
+
+    /// The entity's name.
+    var name: String { entity.name }
+
+    /// Describes how `entity` is stored, opening its databases (none for an abstract entity).
+    init(_ entity: EntityDescription, in model: ManagedObjectModel, schema: StoreSchema, opener: DatabaseOpener) throws(StrataError) {
+        // `StoreSchema.problem(storing:)` has checked that every number exists.
+        let numbers = schema.entities[entity.name] ?? StoreSchema.Entity(number: 0, fields: [:])
+        let concrete = !entity.isAbstract
+        self.entity = entity
+        number = numbers.number
+        rows = concrete ? try opener.open(StoreLayout.rowsDatabase(entity: entity.name)) : nil
+        var fields: [UInt32: Field] = [:]
+        var attributes: [StoredAttribute] = []
+        var attributeSlots: [String: Int] = [:]
+        for (slot, attribute) in entity.attributes.enumerated() {
+            let field = attribute.isTransient ? nil : numbers.fields[attribute.name]
+            if let field { fields[field] = .attribute(slot) }
+            let indexed = concrete && field != nil && attribute.isIndexed
+            attributes.append(StoredAttribute(
+                description: attribute, field: field,
+                index: indexed ? try opener.open(StoreLayout.indexDatabase(entity: entity.name, attribute: attribute.name)) : nil,
+                indexKind: attribute.type.indexKeyKind))
+            attributeSlots[attribute.name] = slot
+        }
+        var relationships: [StoredRelationship] = []
+        var relationshipSlots: [String: Int] = [:]
+        for (slot, relationship) in entity.relationships.enumerated() {
+            let field = relationship.isToMany ? nil : numbers.fields[relationship.name]
+            if let field { fields[field] = .relationship(slot) }
+            let inverse = model.entitiesByName[relationship.destinationEntityName]?.relationship(named: relationship.inverseName)
+            let links = concrete && relationship.isToMany
+                ? try opener.open(StoreLayout.linksDatabase(entity: entity.name, relationship: relationship.name)) : nil
+            relationships.append(StoredRelationship(
+                description: relationship, inverseIsToMany: inverse?.isToMany ?? false, field: field, links: links))
+            relationshipSlots[relationship.name] = slot
+        }
+        self.attributes = attributes
+        self.relationships = relationships
+        self.fields = fields
+        self.attributeSlots = attributeSlots
+        self.relationshipSlots = relationshipSlots
+    }
+
+    /// The slot of relationship `name`, or nil.
+    func relationshipSlot(named name: String) -> Int? { relationshipSlots[name] }
+
+    /// The slot of attribute `name`, or nil.
+    func attributeSlot(named name: String) -> Int? { attributeSlots[name] }
+
+    /// The links database of to-many relationship `name`, or nil.
+    func links(named name: String) -> Database? {
+        relationshipSlots[name].flatMap { relationships[$0].links }
+    }
+}
+
+/// How one attribute of an entity is stored.
+struct StoredAttribute: Sendable {
+    /// The attribute.
+    let description: AttributeDescription
+    /// Its field number; nil for a transient attribute, which is never stored.
+    let field: UInt32?
+    /// Its index database, when it is indexed (and the entity concrete).
+    let index: Database?
+    /// How its values encode as index keys; nil for a type that cannot be indexed.
+    let indexKind: IndexKeyKind?
+}
+
+/// How one relationship of an entity is stored.
+struct StoredRelationship: Sendable {
+    /// The relationship.
+    let description: RelationshipDescription
+    /// Whether its inverse is to-many.
+    let inverseIsToMany: Bool
+    /// The foreign-key field of a to-one relationship.
+    let field: UInt32?
+    /// The links database of a to-many relationship (of a concrete entity).
+    let links: Database?
+
+    /// The relationship's shape, seen from this side.
+    enum Shape: Sendable, Hashable {
+        /// To-one with a to-one inverse: a foreign key on both sides.
+        case oneToOne
+        /// To-one with a to-many inverse: the authoritative foreign key; the inverse's
+        /// links follow it.
+        case manyToOne
+        /// To-many with a to-one inverse: links kept by the other side's foreign keys;
+        /// this side only orders them.
+        case oneToMany
+        /// To-many on both sides: each side keeps its own links.
+        case manyToMany
+    }
+
+    /// This side's shape.
+    var shape: Shape {
+        switch (description.isToMany, inverseIsToMany) {
+        case (false, false): .oneToOne
+        case (false, true): .manyToOne
+        case (true, false): .oneToMany
+        case (true, true): .manyToMany
+        }
+    }
+}
