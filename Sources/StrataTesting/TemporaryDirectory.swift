@@ -25,6 +25,9 @@ public struct TemporaryDirectory: ~Copyable {
         try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     }
 
+    /// The directory as a file URL.
+    public var url: URL { URL(fileURLWithPath: path, isDirectory: true) }
+
     /// A path inside the directory (nothing is created).
     public func appending(_ component: String) -> String { "\(path)/\(component)" }
 

@@ -47,6 +47,9 @@ struct StoreWriter: ~Copyable {
     private var changedSequences: Set<String> = []
     /// The next free link position per (links database, owner), once computed.
     var nextPositions: [LinkOwner: UInt64] = [:]
+    /// The latest snapshot of each object with an ordered one-to-many relationship
+    /// written in this transaction: their links are ordered by ``finish()``.
+    var pendingOrders: [ManagedObjectID: ObjectSnapshot] = [:]
 
     /// The owner of links in one links database.
     struct LinkOwner: Hashable {
@@ -119,6 +122,11 @@ struct StoreWriter: ~Copyable {
 
     /// Writes the changed sequences back to the metadata: once per transaction.
     fileprivate mutating func finish() throws {
+        let orders = pendingOrders
+        pendingOrders = [:]
+        for (_, snapshot) in orders.sorted(by: { $0.key.description < $1.key.description }) {
+            try orderOneToManyLinks(of: snapshot)
+        }
         for entityName in changedSequences.sorted() {
             guard let last = sequences[entityName] else { continue }
             try reader.transaction.pointee.put(
@@ -215,8 +223,8 @@ struct StoreWriter: ~Copyable {
     }
 
     /// Applies one save: checks every expected version first and throws every conflict
-    /// at once, then deletes, inserts, updates, and finally orders the ordered one-to-many
-    /// relationships of the saved objects (after their destinations' foreign keys moved).
+    /// at once, then deletes, inserts and updates (ordered one-to-many relationships are
+    /// ordered when the transaction finishes, after every foreign key moved).
     ///
     /// - Returns: the new row version of every inserted and updated object.
     /// - Throws: ``StoreWriteError/conflict(_:)`` with all conflicts, before anything is
@@ -245,9 +253,6 @@ struct StoreWriter: ~Copyable {
         }
         for snapshot in changes.updated {
             versions[snapshot.objectID] = try update(snapshot)
-        }
-        for snapshot in changes.inserted + changes.updated {
-            try orderOneToManyLinks(of: snapshot)
         }
         return versions
     }

@@ -17,9 +17,10 @@ extension StoreWriter {
                 let after = try foreignKey(new.fields[field], slot: slot, storage: storage, key: key)
                 try moveInverseLink(of: owner, relationship: relationship, from: before, to: after)
             case .oneToMany:
-                guard relationship.description.isOrdered, let links = relationship.links,
-                      case .toMany(let ids) = snapshot.relationships[slot] else { continue }
-                try orderLinks(of: owner, in: links, as: ids, relationship: relationship, storage: storage)
+                // Ordered once every foreign key of the transaction is written, so the
+                // order does not depend on whether the members were written first.
+                guard relationship.description.isOrdered, case .toMany = snapshot.relationships[slot] else { continue }
+                pendingOrders[snapshot.objectID] = snapshot
             case .manyToMany:
                 guard let links = relationship.links, case .toMany(let ids) = snapshot.relationships[slot] else { continue }
                 try replaceLinks(of: owner, in: links, with: ids, relationship: relationship, storage: storage)
@@ -28,7 +29,7 @@ extension StoreWriter {
     }
 
     /// Orders the ordered one-to-many links of `snapshot`'s object, once every foreign
-    /// key of a save is written (``apply(_:)``).
+    /// key of the transaction is written (``finish()``).
     mutating func orderOneToManyLinks(of snapshot: ObjectSnapshot) throws {
         let (storage, key) = try store.row(of: snapshot.objectID)
         let owner = RowReference(entityNumber: storage.number, primaryKey: key)
