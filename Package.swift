@@ -12,6 +12,8 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        // Property-based tests (Tests/StrataTests/PropertyBased*.swift) only.
+        .package(url: "https://github.com/x-sheep/swift-property-based", exact: "2.0.1"),
     ],
     targets: [
         // Debian's liblmdb-dev. Only StrataLMDB imports this module.
@@ -39,7 +41,13 @@ let package = Package(
             ]
         ),
         .testTarget(name: "StrataLMDBTests", dependencies: ["StrataLMDB", "StrataTesting"]),
-        .testTarget(name: "StrataTests", dependencies: ["Strata", "StrataTesting"]),
+        .testTarget(
+            name: "StrataTests",
+            dependencies: [
+                "Strata", "StrataTesting",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
+        ),
         .testTarget(name: "StrataCLITests", dependencies: ["StrataCLI", "StrataLMDB", "StrataTesting"]),
     ],
     swiftLanguageModes: [.v6]
