@@ -83,19 +83,22 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
               components.scheme == Self.scheme, components.port == nil, components.user == nil,
               components.password == nil, components.query == nil, components.fragment == nil
         else { return nil }
-        let parts = components.path.split(separator: "/", omittingEmptySubsequences: false)
+        // Split by scalars, not Characters: an entity name may start with a combining
+        // mark, which would merge with the "/" before it into one Character.
+        let parts = components.path.unicodeScalars.split(separator: "/", omittingEmptySubsequences: false)
         guard parts.count == 3, parts[0].isEmpty else { return nil }
-        let entity = String(parts[1])
+        let entity = String(String.UnicodeScalarView(parts[1]))
         guard Self.isEntityName(entity), let marker = parts[2].first else { return nil }
-        let rest = parts[2].dropFirst()
+        let rest = String(String.UnicodeScalarView(parts[2].dropFirst()))
         let host = components.host ?? ""
         switch marker {
         case "t":
-            guard host.isEmpty, rest.count == 36, let uuid = UUID(uuidString: String(rest)) else { return nil }
+            guard host.isEmpty, let uuid = Self.strictUUID(rest) else { return nil }
             self.init(entityName: entity, identity: .temporary(uuid))
         case "p":
             // Digits only, no sign, no leading zero, in range, never 0.
-            guard let store = UUID(uuidString: host), rest.allSatisfy({ $0.isASCII && $0.isNumber }),
+            guard let store = Self.strictUUID(host), !rest.isEmpty,
+                  rest.unicodeScalars.allSatisfy({ ("0"..."9").contains($0) }),
                   rest.first != "0", let raw = UInt64(rest), let key = PrimaryKey(raw)
             else { return nil }
             self.init(store: store, entityName: entity, primaryKey: key)
@@ -119,6 +122,22 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
     private init(entityName: String, identity: Identity) {
         self.entityName = entityName
         self.identity = identity
+    }
+
+    /// A UUID written exactly as 8-4-4-4-12 hexadecimal digits. `UUID(uuidString:)` on
+    /// Linux also accepts a sign, spaces or "0x" inside a group (and reads "-FFFFFFF-…"
+    /// as another UUID), so the shape is checked first.
+    private static func strictUUID(_ text: String) -> UUID? {
+        let scalars = Array(text.unicodeScalars)
+        guard scalars.count == 36 else { return nil }
+        for (index, scalar) in scalars.enumerated() {
+            if [8, 13, 18, 23].contains(index) {
+                guard scalar == "-" else { return nil }
+            } else {
+                guard scalar.properties.isASCIIHexDigit else { return nil }
+            }
+        }
+        return UUID(uuidString: text)
     }
 
     private static func isEntityName(_ name: String) -> Bool {
