@@ -122,12 +122,14 @@ final class PatternCache: Sendable {
     private let compiled = Mutex<[String: NSRegularExpression]>([:])
 
     /// Whether the whole of `string` matches `pattern`; an invalid pattern (which the
-    /// model refuses to build with) matches nothing.
-    func wholeMatch(_ pattern: String, _ string: String) -> Bool {
+    /// model refuses to build with, and a predicate's MATCHES may hold) matches nothing.
+    func wholeMatch(_ pattern: String, _ string: String, caseInsensitive: Bool = false) -> Bool {
+        let key = caseInsensitive ? "i:" + pattern : "s:" + pattern
         let expression = compiled.withLock { cache -> NSRegularExpression? in
-            if let hit = cache[pattern] { return hit }
-            guard let made = try? NSRegularExpression(pattern: "^(?:\(pattern))$") else { return nil }
-            cache[pattern] = made
+            if let hit = cache[key] { return hit }
+            let options: NSRegularExpression.Options = caseInsensitive ? [.caseInsensitive] : []
+            guard let made = try? NSRegularExpression(pattern: "^(?:\(pattern))$", options: options) else { return nil }
+            cache[key] = made
             return made
         }
         guard let expression else { return false }

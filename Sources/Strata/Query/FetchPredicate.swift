@@ -1,0 +1,116 @@
+import Foundation
+
+/// A condition on objects, for fetch requests and in-memory filtering.
+///
+/// Parse Core Data's NSPredicate format language (which Linux Foundation refuses to
+/// compile), with arguments substituted for `%@`, `%d`, `%f` and `%K`:
+///
+/// ```swift
+/// let urgent = try FetchPredicate(format: "priority >= %d AND folder.name ==[c] %@", 3, "inbox")
+/// let tagged = try FetchPredicate(format: "ANY tags.label IN %@", ["swift", "linux"])
+/// let busy = try FetchPredicate(format: "notes.@count > 10")
+/// ```
+///
+/// A malformed string, an argument of the wrong type or too few arguments throws a
+/// ``FetchPredicateError`` pointing at the position in the string; nothing traps. Keys are
+/// checked against the entity when a request runs.
+public struct FetchPredicate: Sendable, Hashable, CustomStringConvertible {
+    let node: PredicateNode
+
+    init(node: PredicateNode) {
+        self.node = node
+    }
+
+    /// Parses `format`, substituting `arguments` in order for `%@`, `%d`, `%i`, `%ld`,
+    /// `%f`, `%lf` and `%K`.
+    ///
+    /// - Throws: ``FetchPredicateError`` with the position of the problem.
+    public init(format: String, _ arguments: any Sendable...) throws(FetchPredicateError) {
+        try self.init(format: format, argumentArray: arguments)
+    }
+
+    /// Parses `format` with an array of arguments.
+    ///
+    /// - Throws: ``FetchPredicateError`` with the position of the problem.
+    public init(format: String, argumentArray arguments: [any Sendable]) throws(FetchPredicateError) {
+        node = try PredicateParser.parse(format, arguments: arguments)
+    }
+
+    /// `TRUEPREDICATE`: every object.
+    public static let `true` = FetchPredicate(node: .constant(true))
+    /// `FALSEPREDICATE`: no object.
+    public static let `false` = FetchPredicate(node: .constant(false))
+
+    /// Both conditions.
+    public static func && (lhs: FetchPredicate, rhs: FetchPredicate) -> FetchPredicate {
+        FetchPredicate(node: .and(lhs.node.conjuncts + rhs.node.conjuncts))
+    }
+
+    /// Either condition.
+    public static func || (lhs: FetchPredicate, rhs: FetchPredicate) -> FetchPredicate {
+        FetchPredicate(node: .or(lhs.node.disjuncts + rhs.node.disjuncts))
+    }
+
+    /// The opposite condition.
+    public static prefix func ! (operand: FetchPredicate) -> FetchPredicate {
+        FetchPredicate(node: .not(operand.node))
+    }
+
+    /// The predicate with every `$NAME` variable replaced by `variables[NAME]`.
+    ///
+    /// - Throws: ``FetchPredicateError`` for a variable missing from `variables` or a value
+    ///   that cannot appear in a predicate.
+    public func substituting(_ variables: [String: any Sendable]) throws(FetchPredicateError) -> FetchPredicate {
+        FetchPredicate(node: try node.substituting(variables))
+    }
+
+    /// The predicate in the format language (parsing it gives an equal predicate).
+    public var description: String { node.formatted }
+
+    /// The names of the `$VARIABLE`s still to substitute.
+    public var variableNames: Set<String> { node.variableNames }
+}
+
+/// Why a predicate could not be parsed or used.
+public struct FetchPredicateError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The kind of problem.
+    public enum Kind: Sendable, Hashable {
+        /// The format string is not valid syntax.
+        case syntax
+        /// Fewer arguments than `%` placeholders.
+        case missingArgument
+        /// More arguments than `%` placeholders.
+        case extraArgument
+        /// An argument of a type the placeholder does not take (`%d` with a string,
+        /// `%K` with a non-string, a value no predicate can hold).
+        case argumentType
+        /// A `$VARIABLE` with no value.
+        case missingVariable
+        /// A key that the entity does not have, or one used where it cannot be (an
+        /// aggregate on a to-one, a key path through an attribute).
+        case unknownKey
+        /// An expression the predicate language cannot express (from a key path or a
+        /// `#Predicate`).
+        case unsupported
+    }
+
+    /// The kind of problem.
+    public let kind: Kind
+    /// What is wrong, in a sentence.
+    public let message: String
+    /// The offset in the format string, in characters, where the problem is (nil when it
+    /// is not about a position).
+    public let position: Int?
+
+    /// A predicate error.
+    public init(kind: Kind, message: String, position: Int? = nil) {
+        self.kind = kind
+        self.message = message
+        self.position = position
+    }
+
+    /// `predicate error at 12: expected ')'`.
+    public var description: String {
+        position.map { "predicate error at \($0): \(message)" } ?? "predicate error: \(message)"
+    }
+}

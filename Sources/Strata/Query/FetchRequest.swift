@@ -1,0 +1,77 @@
+/// A description of objects to fetch: an entity, a predicate, a sort order, a window
+/// and what form the results take.
+///
+/// `Result` is the type a fetch returns element by element: a typed subclass,
+/// `ManagedObject`, `ManagedObjectID`, `[String: any Sendable]` for
+/// ``ResultType/dictionary`` or `Int` for ``ResultType/count``. A request is `Sendable`:
+/// a child context hands it to its parent.
+///
+/// ```swift
+/// var request = FetchRequest<Note>(entityName: "Note")
+/// request.predicate = try FetchPredicate(format: "priority >= %d", 3)
+/// request.sortDescriptors = [FetchSortDescriptor(key: "title")]
+/// request.fetchLimit = 20
+/// ```
+public struct FetchRequest<Result>: Sendable, CustomStringConvertible {
+    /// The form of the results.
+    public enum ResultType: Sendable, Hashable {
+        /// Managed objects (faults when ``FetchRequest/returnsObjectsAsFaults``).
+        case managedObject
+        /// Object IDs only: no object is registered in the context.
+        case managedObjectID
+        /// One dictionary per object holding ``FetchRequest/propertiesToFetch``.
+        case dictionary
+        /// The number of matching objects.
+        case count
+    }
+
+    /// The entity whose objects are fetched.
+    public var entityName: String
+    /// The condition objects must satisfy; nil for all.
+    public var predicate: FetchPredicate?
+    /// The sort order; objects equal by every key (or with no keys) come in primary-key
+    /// order.
+    public var sortDescriptors: [FetchSortDescriptor] = []
+    /// The most objects returned; 0 for no limit.
+    public var fetchLimit = 0
+    /// How many matching objects to skip first.
+    public var fetchOffset = 0
+    /// With a value above 0, objects are returned as faults and read this many at a
+    /// time as they are accessed; 0 reads each when first touched.
+    public var fetchBatchSize = 0
+    /// The form of the results.
+    public var resultType: ResultType = .managedObject
+    /// Whether objects come back as faults (their values read on first access) rather
+    /// than with their values.
+    public var returnsObjectsAsFaults = true
+    /// Whether the context's unsaved inserts, updates and deletes are taken into account.
+    public var includesPendingChanges = true
+    /// Whether objects of sub-entities are included.
+    public var includesSubentities = true
+    /// To-one and to-many key paths whose destinations are read along with the results.
+    public var relationshipKeyPathsForPrefetching: [String] = []
+    /// The properties a ``ResultType/dictionary`` result holds (all attributes when empty).
+    public var propertiesToFetch: [String] = []
+
+    /// A request for objects of `entityName`.
+    public init(entityName: String) {
+        self.entityName = entityName
+    }
+
+    /// `FetchRequest(Note where priority >= 3 sorted by title ASC limit 20)`.
+    public var description: String {
+        var text = "FetchRequest(\(entityName)"
+        if let predicate { text += " where \(predicate)" }
+        if !sortDescriptors.isEmpty { text += " sorted by " + sortDescriptors.map(\.description).joined(separator: ", ") }
+        if fetchOffset > 0 { text += " offset \(fetchOffset)" }
+        if fetchLimit > 0 { text += " limit \(fetchLimit)" }
+        return text + ")"
+    }
+}
+
+extension FetchRequest where Result: ManagedObject {
+    /// A request for objects of `Result`'s entity (``ManagedObject/entityName``).
+    public init() {
+        self.init(entityName: Result.entityName)
+    }
+}
