@@ -50,24 +50,32 @@ docs: deps
 		--output-path $(DOCS)/StrataLMDB.doccarchive
 	@echo "Documentation: $(DOCS)/Strata.doccarchive and $(DOCS)/StrataLMDB.doccarchive"
 
-## libFuzzer on the record decoder for FUZZ_SECONDS (default 60), from the committed seed
-## corpus. Fails on any crash, and when libFuzzer says the code is not instrumented (a plain
-## --sanitize=fuzzer --sanitize=address build silently is not).
+## libFuzzer on the record decoder and on the predicate parser, FUZZ_SECONDS (default 60) each,
+## from the committed seed corpora. Fails on any crash, and when libFuzzer says the code is not
+## instrumented (a plain --sanitize=fuzzer --sanitize=address build silently is not).
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := .build-fuzz
-fuzz: deps
-	$(SWIFT) build -c release --scratch-path $(FUZZ_BUILD) --sanitize=fuzzer \
-		-Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library -Xswiftc -DSTRATA_FUZZING \
-		--product RecordDecoderFuzzer
-	rm -rf $(FUZZ_BUILD)/corpus/record-decoder && mkdir -p $(FUZZ_BUILD)/corpus/record-decoder
-	cp Tests/FuzzCorpus/record-decoder/* $(FUZZ_BUILD)/corpus/record-decoder/
-	@echo "Fuzzing the record decoder for $(FUZZ_SECONDS) s..."
-	@$(FUZZ_BUILD)/release/RecordDecoderFuzzer -max_total_time=$(FUZZ_SECONDS) \
-		-artifact_prefix=$(FUZZ_BUILD)/ $(FUZZ_BUILD)/corpus/record-decoder \
-		> $(FUZZ_BUILD)/record-decoder.log 2>&1; status=$$?; tail -n 3 $(FUZZ_BUILD)/record-decoder.log; \
-	if grep -qi "instrumented" $(FUZZ_BUILD)/record-decoder.log; then \
+FUZZ_FLAGS := -c release --scratch-path $(FUZZ_BUILD) --sanitize=fuzzer \
+	-Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library -Xswiftc -DSTRATA_FUZZING
+
+# $(call run-fuzzer,Product,corpus-name,what it fuzzes)
+define run-fuzzer
+	rm -rf $(FUZZ_BUILD)/corpus/$(2) && mkdir -p $(FUZZ_BUILD)/corpus/$(2)
+	cp Tests/FuzzCorpus/$(2)/* $(FUZZ_BUILD)/corpus/$(2)/
+	@echo "Fuzzing $(3) for $(FUZZ_SECONDS) s..."
+	@$(FUZZ_BUILD)/release/$(1) -max_total_time=$(FUZZ_SECONDS) \
+		-artifact_prefix=$(FUZZ_BUILD)/$(2)- $(FUZZ_BUILD)/corpus/$(2) \
+		> $(FUZZ_BUILD)/$(2).log 2>&1; status=$$?; tail -n 3 $(FUZZ_BUILD)/$(2).log; \
+	if grep -qi "instrumented" $(FUZZ_BUILD)/$(2).log; then \
 		echo "error: libFuzzer reports the code is not instrumented" >&2; exit 1; fi; \
 	if [ $$status -ne 0 ]; then echo "error: the fuzzer found a crash (see $(FUZZ_BUILD)/)" >&2; exit 1; fi
+endef
+
+fuzz: deps
+	$(SWIFT) build $(FUZZ_FLAGS) --product RecordDecoderFuzzer
+	$(SWIFT) build $(FUZZ_FLAGS) --product PredicateParserFuzzer
+	$(call run-fuzzer,RecordDecoderFuzzer,record-decoder,the record decoder)
+	$(call run-fuzzer,PredicateParserFuzzer,predicate-parser,the predicate parser)
 
 clean:
 	rm -rf .build .build-fuzz Benchmarks/.build Demo.strata

@@ -33,6 +33,8 @@ let package = Package(
         .target(name: "StrataTesting"),
         // libFuzzer target for the record decoder: `make fuzz` (replays files when built normally).
         .executableTarget(name: "RecordDecoderFuzzer", dependencies: ["Strata"]),
+        // libFuzzer target for the predicate format parser: `make fuzz` (replays files when built normally).
+        .executableTarget(name: "PredicateParserFuzzer", dependencies: ["Strata"]),
         .executableTarget(
             name: "StrataCLI",
             dependencies: [
