@@ -93,11 +93,11 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
         let host = components.host ?? ""
         switch marker {
         case "t":
-            guard host.isEmpty, let uuid = Self.strictUUID(rest) else { return nil }
+            guard host.isEmpty, let uuid = UUID(strictString: rest) else { return nil }
             self.init(entityName: entity, identity: .temporary(uuid))
         case "p":
             // Digits only, no sign, no leading zero, in range, never 0.
-            guard let store = Self.strictUUID(host), !rest.isEmpty,
+            guard let store = UUID(strictString: host), !rest.isEmpty,
                   rest.unicodeScalars.allSatisfy({ ("0"..."9").contains($0) }),
                   rest.first != "0", let raw = UInt64(rest), let key = PrimaryKey(raw)
             else { return nil }
@@ -124,10 +124,20 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
         self.identity = identity
     }
 
-    /// A UUID written exactly as 8-4-4-4-12 hexadecimal digits. `UUID(uuidString:)` on
-    /// Linux also accepts a sign, spaces or "0x" inside a group (and reads "-FFFFFFF-…"
-    /// as another UUID), so the shape is checked first.
-    private static func strictUUID(_ text: String) -> UUID? {
+    private static func isEntityName(_ name: String) -> Bool {
+        guard let first = name.unicodeScalars.first, !("0"..."9").contains(first) else { return false }
+        return name.unicodeScalars.allSatisfy { $0 == "_" || $0.properties.isAlphabetic || ("0"..."9").contains($0) }
+    }
+
+    /// The URI representation, as text.
+    public var description: String { uriRepresentation.absoluteString }
+}
+
+extension UUID {
+    /// A UUID written exactly as 8-4-4-4-12 hexadecimal digits, nil otherwise.
+    /// `UUID(uuidString:)` on Linux also accepts a sign, spaces or "0x" inside a group
+    /// (and reads "-FFFFFFF-…" as another UUID), so the shape is checked first.
+    init?(strictString text: String) {
         let scalars = Array(text.unicodeScalars)
         guard scalars.count == 36 else { return nil }
         for (index, scalar) in scalars.enumerated() {
@@ -137,14 +147,6 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
                 guard scalar.properties.isASCIIHexDigit else { return nil }
             }
         }
-        return UUID(uuidString: text)
+        self.init(uuidString: text)
     }
-
-    private static func isEntityName(_ name: String) -> Bool {
-        guard let first = name.unicodeScalars.first, !("0"..."9").contains(first) else { return false }
-        return name.unicodeScalars.allSatisfy { $0 == "_" || $0.properties.isAlphabetic || ("0"..."9").contains($0) }
-    }
-
-    /// The URI representation, as text.
-    public var description: String { uriRepresentation.absoluteString }
 }

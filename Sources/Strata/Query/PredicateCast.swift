@@ -110,7 +110,7 @@ enum PredicateCast: String, CaseIterable, Sendable {
         case (.decimal, .string(let text)): Self.decimal(text).map { .decimal($0) }
         case (.string, .string): value
         case (.uuid, .uuid): value
-        case (.uuid, .string(let text)): Self.strictUUID(text).map { .uuid($0) }
+        case (.uuid, .string(let text)): UUID(strictString: text).map { .uuid($0) }
         case (.url, .uri): value
         case (.url, .string(let text)): URL(string: text).map { .uri($0) }
         case (.data, .data), (.transformable, .transformable): value
@@ -169,21 +169,6 @@ enum PredicateCast: String, CaseIterable, Sendable {
               let decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")), !decimal.isNaN
         else { return nil }
         return decimal
-    }
-
-    /// A UUID written exactly as 8-4-4-4-12 hexadecimal digits (`UUID(uuidString:)` on Linux
-    /// also takes a sign or spaces inside a group).
-    static func strictUUID(_ text: String) -> UUID? {
-        let scalars = Array(text.unicodeScalars)
-        guard scalars.count == 36 else { return nil }
-        for (index, scalar) in scalars.enumerated() {
-            if [8, 13, 18, 23].contains(index) {
-                guard scalar == "-" else { return nil }
-            } else {
-                guard scalar.properties.isASCIIHexDigit else { return nil }
-            }
-        }
-        return UUID(uuidString: text)
     }
 
     /// The CAST form of a value that has no literal (nil for one that has).

@@ -5,9 +5,8 @@ import Foundation
 /// ```
 /// predicate   := or
 /// or          := and (("OR" | "||") and)*
-/// and         := not (("AND" | "&&") not)*
-/// not         := ("NOT" | "!") not | primary
-/// primary     := "(" predicate ")" | "TRUEPREDICATE" | "FALSEPREDICATE" | comparison
+/// and         := unary (("AND" | "&&") unary)*
+/// unary       := ("NOT" | "!")* ("(" predicate ")" | "TRUEPREDICATE" | "FALSEPREDICATE" | comparison)
 /// comparison  := [modifier] expression operator [options] expression
 /// modifier    := "ANY" | "SOME" | "ALL" | "NONE"
 /// operator    := "==" | "=" | "!=" | "<>" | "<" | "<=" | "=<" | ">" | ">=" | "=>"
@@ -19,7 +18,7 @@ import Foundation
 /// component   := name | "#" name | reserved word | "@" operator
 /// literal     := string | number | "NIL" | "NULL" | "TRUE" | "YES" | "FALSE" | "NO"
 /// aggregate   := "{" [expression ("," expression)*] "}"
-/// cast        := "CAST" "(" expression "," string ")"
+/// cast        := "CAST" "(" expression "," string ")"      (see PredicateCast)
 /// ```
 ///
 /// Keywords are case-insensitive. AND and OR chains become one n-ary node each (a
