@@ -18,7 +18,7 @@ struct ReaderWriterConcurrencyTests {
 
         let inWrite = DispatchSemaphore(value: 0)
         let readersDone = DispatchSemaphore(value: 0)
-        let readersFinishedInTime = Box(false)
+        let readersFinishedInTime = TestBox(false)
         let writer = TestThread {
             try? env.write { txn throws in
                 try txn.put(bytes("pending"), forKey: key(1), in: db)
@@ -27,7 +27,7 @@ struct ReaderWriterConcurrencyTests {
             }
         }
         #expect(inWrite.wait(timeout: .now() + 10) == .success)
-        let seen = (0..<4).map { _ in Box<[String]>([]) }  // one per thread: no shared mutation
+        let seen = (0..<4).map { _ in TestBox<[String]>([]) }  // one per thread: no shared mutation
         let readers = seen.map { mine in
             TestThread {
                 for _ in 0..<100 {
@@ -61,7 +61,7 @@ struct ReaderWriterConcurrencyTests {
                 }
             }
         }
-        let torn = Box(0)
+        let torn = TestBox(0)
         let reader = TestThread {
             for _ in 0..<2000 {
                 let pair = try? env.read { txn throws in

@@ -27,29 +27,3 @@ func openEnvironment(
     return try Environment(path: directory.appending(name), configuration: configuration)
 }
 
-/// Runs `body` on a new thread; `join()` waits for it.
-final class TestThread: @unchecked Sendable {
-    // @unchecked Sendable because `done` is a semaphore and `body` runs once.
-    private let done = DispatchSemaphore(value: 0)
-
-    init(_ body: @escaping @Sendable () -> Void) {
-        let thread = Thread { [done] in
-            body()
-            done.signal()
-        }
-        thread.start()
-    }
-
-    /// Waits for the thread's body; returns false after `seconds`.
-    @discardableResult
-    func join(seconds: Double = 10) -> Bool {
-        done.wait(timeout: .now() + seconds) == .success
-    }
-}
-
-/// A value written on one thread and read on another after a semaphore handshake.
-final class Box<Value>: @unchecked Sendable {
-    // @unchecked Sendable because tests order every access with semaphores or joins.
-    var value: Value
-    init(_ value: Value) { self.value = value }
-}

@@ -74,8 +74,8 @@ struct TransactionMVCCTests {
         let db = try env.openDatabase(named: "t", flags: .create)
         try env.write { txn in try txn.put(bytes("A"), forKey: key(1), in: db) }
 
-        let handoff = Box<ReadSnapshot?>(nil)
-        let results = Box<[String]>([])
+        let handoff = TestBox<ReadSnapshot?>(nil)
+        let results = TestBox<[String]>([])
         let a = TestThread { handoff.value = try? env.makeSnapshot() }
         #expect(a.join())
         try env.write { txn in try txn.put(bytes("B"), forKey: key(1), in: db) }

@@ -19,8 +19,8 @@ struct StoreFileConcurrencyTests {
         let position = try #require(store.entities["Folder"]?.attributeSlot(named: "position"))
         let pinned = try store.environment.makeSnapshot()
 
-        let writerError = StoreTestBox<(any Error)?>(nil)
-        let writer = StoreTestThread {
+        let writerError = TestBox<(any Error)?>(nil)
+        let writer = TestThread {
             do {
                 for round in 1...100 {
                     try store.write { writer in
@@ -35,9 +35,9 @@ struct StoreFileConcurrencyTests {
                 writerError.value = error
             }
         }
-        let inconsistencies = (0..<3).map { _ in StoreTestBox(0) }
+        let inconsistencies = (0..<3).map { _ in TestBox(0) }
         let readers = inconsistencies.map { mine in
-            StoreTestThread {
+            TestThread {
                 for _ in 0..<200 {
                     let consistent = try? store.read { reader throws -> Bool in
                         let count = try reader.count(of: "Note", includesSubentities: true)

@@ -185,29 +185,3 @@ extension StoreFile {
     }
 }
 
-/// Runs `body` on a new thread; `join()` waits for it.
-final class StoreTestThread: @unchecked Sendable {
-    // @unchecked Sendable because `done` is a semaphore and `body` runs once.
-    private let done = DispatchSemaphore(value: 0)
-
-    init(_ body: @escaping @Sendable () -> Void) {
-        let thread = Thread { [done] in
-            body()
-            done.signal()
-        }
-        thread.start()
-    }
-
-    /// Waits for the thread's body; returns false after `seconds`.
-    @discardableResult
-    func join(seconds: Double = 60) -> Bool {
-        done.wait(timeout: .now() + seconds) == .success
-    }
-}
-
-/// A value written on one thread and read on another after a join.
-final class StoreTestBox<Value>: @unchecked Sendable {
-    // @unchecked Sendable because the tests order every access with joins.
-    var value: Value
-    init(_ value: Value) { self.value = value }
-}
