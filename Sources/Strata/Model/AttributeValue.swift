@@ -30,3 +30,22 @@ public enum AttributeValue: Sendable, Hashable {
     /// The encoded bytes of a transformable (`Codable`) value.
     case transformable(Data)
 }
+
+extension AttributeValue {
+    /// The name of the value's case, for error messages: `string`, `integer`, ...
+    var kindName: String {
+        switch self {
+        case .integer: "integer"
+        case .double: "double"
+        case .float: "float"
+        case .boolean: "boolean"
+        case .string: "string"
+        case .date: "date"
+        case .binaryData: "binaryData"
+        case .uuid: "uuid"
+        case .uri: "uri"
+        case .decimal: "decimal"
+        case .transformable: "transformable"
+        }
+    }
+}

@@ -97,21 +97,4 @@ extension AttributeValue {
         guard case .binaryData(let data) = self else { return nil }
         return data.withUnsafeBytes { RowReference(encoded: $0) }
     }
-
-    /// The name of the value's case, for error messages: `string`, `integer`, ...
-    var recordKindName: String {
-        switch self {
-        case .integer: "integer"
-        case .double: "double"
-        case .float: "float"
-        case .boolean: "boolean"
-        case .string: "string"
-        case .date: "date"
-        case .binaryData: "binaryData"
-        case .uuid: "uuid"
-        case .uri: "uri"
-        case .decimal: "decimal"
-        case .transformable: "transformable"
-        }
-    }
 }

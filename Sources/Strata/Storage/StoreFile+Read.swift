@@ -201,7 +201,7 @@ extension StoreFile {
                 guard attribute.type.accepts(value) else {
                     throw .corruptRecord(
                         entity: storage.name, primaryKey: key.rawValue,
-                        reason: "field \(number) (\(attribute.name)) holds a \(value.recordKindName) value, not a \(attribute.type)")
+                        reason: "field \(number) (\(attribute.name)) holds a \(value.kindName) value, not a \(attribute.type)")
                 }
                 snapshot.attributes[slot] = value
             case .relationship(let slot):

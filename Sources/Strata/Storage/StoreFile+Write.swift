@@ -273,7 +273,7 @@ struct StoreWriter: ~Copyable {
             if let value, !attribute.description.type.accepts(value) {
                 throw StrataError.typeMismatch(
                     key: attribute.description.name, entity: storage.name,
-                    expected: attribute.description.type.description, actual: "\(value.recordKindName) \(value)")
+                    expected: attribute.description.type.description, actual: "\(value.kindName) \(value)")
             }
             record.fields[field] = value
         }

@@ -101,7 +101,7 @@ extension StoreReader where Transaction: ~Copyable {
                 guard let bytes = IndexKeyEncoding.encode(bound.value, as: kind) else {
                     throw StrataError.typeMismatch(
                         key: name, entity: entityName, expected: root.attributes[slot].description.type.description,
-                        actual: bound.value?.recordKindName ?? "nil")
+                        actual: bound.value?.kindName ?? "nil")
                 }
                 return bytes
             }
