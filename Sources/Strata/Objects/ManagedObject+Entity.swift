@@ -31,7 +31,7 @@ extension ManagedObject {
         }
     }
 
-    private func propertySlot(at site: DeclarationSite) -> PropertySlot? {
+    func propertySlot(at site: DeclarationSite) -> PropertySlot? {
         if let slot = entity.siteSlots[site] { return slot }
         // An entity from a model built by hand for this class: find the name from the
         // class's own description.
@@ -47,6 +47,9 @@ extension ManagedObject {
 
     func readAttribute<Value: AttributeStorable>(at site: DeclarationSite, default defaultValue: Value) -> Value {
         guard let slot = attributeSlot(at: site), fulfilIfNeeded(property: entity.attributes[slot].name) else {
+            if faultState == .inaccessible, let recorder = owner as? KeyPathRecorder {
+                _ = recorder.visit(self, property: propertySlot(at: site), valueType: Value.self, destination: nil)
+            }
             return defaultValue
         }
         return Value(attributeValue: attributeValues[slot]) ?? defaultValue
@@ -58,8 +61,15 @@ extension ManagedObject {
         writeAttribute(slot, value)
     }
 
-    func readRelationship(at site: DeclarationSite) -> [ManagedObject] {
-        guard let slot = relationshipSlot(at: site), loadRelationshipIfNeeded(slot) else { return [] }
+    func readRelationship(at site: DeclarationSite, valueType: Any.Type, destination: ManagedObject.Type) -> [ManagedObject] {
+        guard let slot = relationshipSlot(at: site), loadRelationshipIfNeeded(slot) else {
+            // A recording prototype (KeyPathNames) goes on to its destination's prototype.
+            if faultState == .inaccessible, let recorder = owner as? KeyPathRecorder,
+               let prototype = recorder.visit(self, property: propertySlot(at: site), valueType: valueType, destination: destination) {
+                return [prototype]
+            }
+            return []
+        }
         return relationshipValues[slot].objects
     }
 

@@ -149,7 +149,10 @@ public struct Relationship<Value: RelationshipStorable> {
         wrapped wrappedKeyPath: ReferenceWritableKeyPath<Object, Value>,
         storage storageKeyPath: ReferenceWritableKeyPath<Object, Self>
     ) -> Value {
-        get { Value(managedObjects: object.readRelationship(at: object[keyPath: storageKeyPath].site)) }
+        get {
+            Value(managedObjects: object.readRelationship(
+                at: object[keyPath: storageKeyPath].site, valueType: Value.self, destination: Value.Destination.self))
+        }
         set { object.writeRelationship(at: object[keyPath: storageKeyPath].site, newValue.managedObjects) }
     }
 

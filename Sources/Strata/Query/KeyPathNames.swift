@@ -1,0 +1,147 @@
+/// Turns a Swift key path of a typed subclass (`\Note.title`, `\Note.folder?.name`)
+/// into the property names it goes through (`["title"]`, `["folder", "name"]`).
+///
+/// Key paths cannot be inspected, so the key path is *read* on a recording prototype:
+/// an object in the inaccessible state whose owner is a ``KeyPathRecorder``. The
+/// typed accessors of `@Attribute` and `@Relationship` already take a slow path for
+/// inaccessible objects; there they report the property they were asked for (found by
+/// its declaration site), and a to-one relationship hands back a prototype of its
+/// destination class so that the path can go on. Ordinary objects never reach this
+/// code.
+enum KeyPathNames {
+    /// The property names `keyPath` reads, from `Root`'s entity.
+    ///
+    /// - Throws: ``FetchPredicateError`` of kind ``FetchPredicateError/Kind/unsupported``
+    ///   when the key path reads no `@Attribute` or `@Relationship` property (a
+    ///   computed property of plain Swift, say), reads more than one from the same
+    ///   object, or goes on past a to-many relationship.
+    static func components<Root: ManagedObject>(of keyPath: PartialKeyPath<Root>) throws(FetchPredicateError) -> [String] {
+        let recorder = KeyPathRecorder()
+        guard let root = recorder.prototype(of: Root.self) as? Root else {
+            throw FetchPredicateError(kind: .unsupported, message: "\(Root.self) cannot make a prototype of itself")
+        }
+        let recorded = withExtendedLifetime(recorder) { () -> Result<[String], FetchPredicateError> in
+            _ = root[keyPath: keyPath]
+            return recorder.result
+        }
+        switch recorded {
+        case .success(let names) where !names.isEmpty:
+            // The key path must end at the last property read (through optional chaining,
+            // as an Optional of it): `\Note.title.count` reads title, then goes on.
+            let valueType = type(of: keyPath).valueType
+            guard let last = recorder.lastValueType else { return names }
+            if valueType == last || valueType == optionalType(of: last) { return names }
+            if valueType == Int.self || valueType == Int?.self, recorder.lastIsToMany { return names + ["@count"] }
+            throw FetchPredicateError(
+                kind: .unsupported,
+                message: "a key path of \(Root.self) goes on past \(names.joined(separator: ".")) "
+                    + "(of type \(last)) to a value of type \(valueType), which a query cannot read")
+        case .success:
+            if keyPath == \Root.objectID as PartialKeyPath<Root> { return ["SELF"] }
+            throw FetchPredicateError(
+                kind: .unsupported,
+                message: "a key path of \(Root.self) to a value of type \(type(of: keyPath).valueType) reads no @Attribute or @Relationship property")
+        case .failure(let error): throw error
+        }
+    }
+
+    private static func optionalType(of type: Any.Type) -> Any.Type {
+        func wrap<T>(_: T.Type) -> Any.Type { T?.self }
+        return wrap(type)
+    }
+
+    /// As ``components(of:)``, for a key path whose root class is known only at run time.
+    static func components(of keyPath: AnyKeyPath, rootClass: ManagedObject.Type) throws(FetchPredicateError) -> [String] {
+        func open<Root: ManagedObject>(_: Root.Type) throws(FetchPredicateError) -> [String] {
+            guard let typed = keyPath as? PartialKeyPath<Root> else {
+                throw FetchPredicateError(kind: .unsupported, message: "the key path \(keyPath) does not start at \(Root.self)")
+            }
+            return try components(of: typed)
+        }
+        return try open(rootClass)
+    }
+}
+
+/// The owner of recording prototypes: it notes every property the typed accessors are
+/// asked for, in order, and checks that they form one path.
+final class KeyPathRecorder: ManagedObjectOwner {
+    private var names: [String] = []
+    private var failure: FetchPredicateError?
+    /// The object whose property comes next in the path.
+    private weak var expected: ManagedObject?
+    /// The Swift type of the last property read.
+    private(set) var lastValueType: Any.Type?
+    /// Whether the last property read is a to-many relationship.
+    private(set) var lastIsToMany = false
+    /// Every prototype made, kept alive while recording (owners are held weakly).
+    private var prototypes: [ManagedObject] = []
+
+    var result: Result<[String], FetchPredicateError> {
+        failure.map { .failure($0) } ?? .success(names)
+    }
+
+    /// A prototype of `type`: default values, inaccessible, owned by this recorder.
+    func prototype(of type: ManagedObject.Type) -> ManagedObject {
+        let object = type.init(entity: type.entity())
+        object.faultState = .inaccessible
+        object.owner = self
+        prototypes.append(object)
+        expected = object
+        return object
+    }
+
+    /// Notes that the typed accessor of `property` was read on `object`; returns the
+    /// destination prototype for a to-one relationship.
+    func visit(
+        _ object: ManagedObject, property: PropertySlot?, valueType: Any.Type, destination: ManagedObject.Type?
+    ) -> ManagedObject? {
+        guard failure == nil else { return nil }
+        guard let property else {
+            fail("the key path reads a property \(object.entity.name) does not declare")
+            return nil
+        }
+        guard object === expected else {
+            fail("the key path reads \(object.entity.name).\(name(of: property, in: object.entity)) outside one chain of properties"
+                + " (a computed property reading several stored ones cannot be used in a query)")
+            return nil
+        }
+        names.append(name(of: property, in: object.entity))
+        expected = nil
+        lastValueType = valueType
+        lastIsToMany = false
+        guard case .relationship(let slot) = property else { return nil }
+        let relationship = object.entity.relationships[slot]
+        lastIsToMany = relationship.isToMany
+        guard !relationship.isToMany else { return nil }
+        return destination.map(prototype(of:))
+    }
+
+    private func name(of property: PropertySlot, in entity: EntityDescription) -> String {
+        switch property {
+        case .attribute(let slot): entity.attributes[slot].name
+        case .relationship(let slot): entity.relationships[slot].name
+        }
+    }
+
+    private func fail(_ message: String) {
+        failure = FetchPredicateError(kind: .unsupported, message: message)
+    }
+
+    // MARK: ManagedObjectOwner (never consulted: prototypes are inaccessible)
+
+    func snapshotForFault(of object: ManagedObject) throws(StrataError) -> ObjectSnapshot {
+        throw .inaccessibleFault(object.objectID)
+    }
+
+    func object(for id: ManagedObjectID) -> ManagedObject {
+        ManagedObject(entity: EntityDescription(name: id.entityName, managedObjectClass: ManagedObject.self))
+    }
+
+    func destinations(of object: ManagedObject, relationship: RelationshipDescription) throws(StrataError) -> [ManagedObjectID] {
+        throw .inaccessibleFault(object.objectID)
+    }
+
+    func objectWillChange(_ object: ManagedObject, key: String) {}
+
+    func handleInaccessibleFault(_ object: ManagedObject, property: String?, error: StrataError) -> Bool { false }
+}

@@ -1,0 +1,47 @@
+import Foundation
+import Testing
+@testable import Strata
+
+extension Note {
+    /// A computed property of plain Swift: not usable in a query.
+    var summary: String { title + (body ?? "") }
+}
+
+@Suite("Key path names")
+struct KeyPathNamesTests {
+    @Test("a stored property's key path names it")
+    func attribute() throws {
+        #expect(try KeyPathNames.components(of: \Note.title) == ["title"])
+        #expect(try KeyPathNames.components(of: \Note.priority) == ["priority"])
+        #expect(try KeyPathNames.components(of: \Note.tags) == ["tags"])
+        #expect(try KeyPathNames.components(of: \Book.title) == ["title"])
+        #expect(try KeyPathNames.components(of: \Book.pages) == ["pages"])
+    }
+
+    @Test("a key path through to-one relationships names every step")
+    func throughToOne() throws {
+        #expect(try KeyPathNames.components(of: \Note.folder?.name) == ["folder", "name"])
+        #expect(try KeyPathNames.components(of: \Note.folder) == ["folder"])
+        #expect(try KeyPathNames.components(of: \Passport.holder?.passport?.number) == ["holder", "passport", "number"])
+    }
+
+    @Test("a to-many relationship's count is @count")
+    func count() throws {
+        #expect(try KeyPathNames.components(of: \Note.tags.count) == ["tags", "@count"])
+        #expect(try KeyPathNames.components(of: \Note.folder?.notes.count) == ["folder", "notes", "@count"])
+    }
+
+    @Test("objectID is SELF")
+    func objectID() throws {
+        #expect(try KeyPathNames.components(of: \Note.objectID) == ["SELF"])
+    }
+
+    @Test("computed properties and unrelated key paths are refused")
+    func refused() {
+        #expect(throws: FetchPredicateError.self) { try KeyPathNames.components(of: \Note.summary) }
+        #expect(throws: FetchPredicateError.self) { try KeyPathNames.components(of: \Note.hasChanges) }
+        #expect(throws: FetchPredicateError.self) { try KeyPathNames.components(of: \Note.title.count) }
+        #expect(throws: FetchPredicateError.self) { try KeyPathNames.components(of: \Note.tags.first) }
+        #expect(throws: FetchPredicateError.self) { try KeyPathNames.components(of: \Note.folder?.notes.first?.title) }
+    }
+}
