@@ -106,14 +106,21 @@ enum FetchSorting {
         return tieBreak(a.predicateObjectID, b.predicateObjectID)
     }
 
-    /// nil first, then values in the evaluator's order; values that do not compare are
-    /// equal.
+    /// nil first, then values in the evaluator's order, which is the order of an index
+    /// on the attribute: a NaN number or date sorts after every other number or date,
+    /// as in an index. Values of kinds that do not compare are equal.
     static func compare(_ left: PredicateValue, _ right: PredicateValue, _ comparison: FetchSortDescriptor.Comparison) -> ComparisonResult {
         switch (left, right) {
         case (.null, .null): return .orderedSame
         case (.null, _): return .orderedAscending
         case (_, .null): return .orderedDescending
         default:
+            switch (left.isNaN, right.isNaN) {
+            case (true, true): return .orderedSame
+            case (true, false): return right.number != nil || right.isDate ? .orderedDescending : .orderedSame
+            case (false, true): return left.number != nil || left.isDate ? .orderedAscending : .orderedSame
+            case (false, false): break
+            }
             let options: PredicateComparison.Options = switch comparison {
             case .literal: []
             case .caseInsensitive: [.caseInsensitive]
@@ -123,13 +130,32 @@ enum FetchSorting {
         }
     }
 
-    /// Saved objects by primary key, then unsaved ones by their temporary identity.
+    /// Saved objects by entity name, then primary key (the order of a scan of the
+    /// store), then unsaved ones by their temporary identity.
     static func tieBreak(_ a: ManagedObjectID, _ b: ManagedObjectID) -> Bool {
         switch (a.primaryKey, b.primaryKey) {
-        case (let x?, let y?): x < y
+        case (let x?, let y?):
+            a.entityName != b.entityName ? a.entityName < b.entityName : x < y
         case (.some, nil): true
         case (nil, .some): false
         case (nil, nil): a.description < b.description
         }
+    }
+}
+
+extension PredicateValue {
+    /// Whether the value is a NaN number, or a date whose time is NaN.
+    var isNaN: Bool {
+        switch self {
+        case .double(let d): d.isNaN
+        case .date(let date): date.timeIntervalSinceReferenceDate.isNaN
+        default: false
+        }
+    }
+
+    /// Whether the value is a date.
+    var isDate: Bool {
+        if case .date = self { return true }
+        return false
     }
 }

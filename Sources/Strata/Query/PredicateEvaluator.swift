@@ -238,7 +238,9 @@ enum PredicateEvaluator {
             let (x, y) = options.isEmpty ? (a, b) : (fold(a, options), fold(b, options))
             return compareBytes(Array(x.utf8), Array(y.utf8))
         case (.date(let a), .date(let b)):
-            return a < b ? .orderedAscending : a > b ? .orderedDescending : .orderedSame
+            // By time; a date whose time is NaN compares with nothing, like a NaN number.
+            return PredicateNumber.double(a.timeIntervalSinceReferenceDate)
+                .compare(.double(b.timeIntervalSinceReferenceDate))
         case (.data(let a), .data(let b)), (.transformable(let a), .transformable(let b)):
             return compareBytes(Array(a), Array(b))
         case (.uuid(let a), .uuid(let b)):

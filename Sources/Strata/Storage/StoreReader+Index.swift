@@ -105,66 +105,28 @@ extension StoreReader where Transaction: ~Copyable {
                 }
                 return bytes
             }
-            let lower = try encoded(range.lower), upper = try encoded(range.upper)
+            let keyRange = IndexKeyRange(
+                lower: try encoded(range.lower), includesLower: range.lower?.isInclusive ?? true,
+                upper: try encoded(range.upper), includesUpper: range.upper?.isInclusive ?? true)
             var found: [(value: [UInt8], id: ManagedObjectID)] = []
             var mustSort = false
             for (order, storage) in try store.fetchedEntities(entityName, includesSubentities: includesSubentities).enumerated() {
-                guard let slot = storage.attributeSlot(named: name), let index = storage.attributes[slot].index else { continue }
+                guard let slot = storage.attributeSlot(named: name), storage.attributes[slot].index != nil else { continue }
                 mustSort = mustSort || order > 0
-                let start = lower.map { Array($0.prefix(IndexLayout.maximumValueLength)) }
-                try transaction.pointee.scan(index, range: start.map { KeyRange.from($0) } ?? .all) { key, _ in
-                    guard key.count > 8, let primaryKey = PrimaryKey(encoded: UnsafeRawBufferPointer(rebasing: key[(key.count - 8)...])) else {
-                        throw StrataError.corruptRecord(entity: storage.name, primaryKey: 0, reason: "\(index) holds a malformed key")
-                    }
-                    let part = UnsafeRawBufferPointer(rebasing: key[..<(key.count - 8)])
-                    let truncated = IndexLayout.isTruncated(part)
-                    // The whole encoded value: from the key, or from the row when the key holds a prefix.
-                    let value = truncated ? try wholeValue(slot: slot, kind: kind, storage: storage, key: primaryKey) : Array(part)
-                    mustSort = mustSort || truncated
-                    if let lower, let bound = range.lower {
-                        let order = Self.compare(value, lower)
-                        if order < 0 || (order == 0 && !bound.isInclusive) { return .continue }
-                    }
-                    if let upper, let bound = range.upper {
-                        let order = Self.compare(value, upper)
-                        // Past the end. A truncated key is followed by keys of the same
-                        // prefix in primary-key order, which may still be in range.
-                        if order > 0 || (order == 0 && !bound.isInclusive) { return truncated ? .continue : .stop }
-                    }
-                    found.append((value, store.objectID(entity: storage.name, key: primaryKey)))
-                    return .continue
+                try scanIndex(of: storage, slot: slot, in: IndexKeyRanges([keyRange])) { entry in
+                    mustSort = mustSort || entry.group.count != entry.value.count
+                    found.append((entry.value, store.objectID(entity: storage.name, key: entry.key)))
+                    return true
                 }
             }
             if mustSort {
                 // Value, then entity (the scan order), then key: the scan order breaks ties.
                 found = found.enumerated().sorted { lhs, rhs in
-                    let order = Self.compare(lhs.element.value, rhs.element.value)
+                    let order = IndexKeyRange.compare(lhs.element.value, rhs.element.value)
                     return order != 0 ? order < 0 : lhs.offset < rhs.offset
                 }.map(\.element)
             }
             return found.map(\.id)
         }
-    }
-
-    /// The encoded value of `slot` in row `key`, for a truncated index key.
-    private func wholeValue(slot: Int, kind: IndexKeyKind, storage: EntityStorage, key: PrimaryKey) throws -> [UInt8] {
-        guard let record = try record(at: key, of: storage) else {
-            throw StrataError.corruptRecord(entity: storage.name, primaryKey: key.rawValue, reason: "an index entry names a row that does not exist")
-        }
-        let value = storage.attributes[slot].field.flatMap { record.fields[$0] }
-        guard let bytes = IndexKeyEncoding.encode(value, as: kind) else {
-            throw StrataError.corruptRecord(
-                entity: storage.name, primaryKey: key.rawValue,
-                reason: "the value of \(storage.attributes[slot].description.name) cannot be indexed as \(kind)")
-        }
-        return bytes
-    }
-
-    /// Byte-wise (memcmp) order: negative, zero or positive.
-    private static func compare(_ lhs: [UInt8], _ rhs: [UInt8]) -> Int {
-        for (left, right) in zip(lhs, rhs) where left != right {
-            return left < right ? -1 : 1
-        }
-        return lhs.count - rhs.count
     }
 }

@@ -1,0 +1,253 @@
+import StrataLMDB
+
+/// What a fetch produced from one store, in order and windowed by offset and limit.
+enum FetchRows: Sendable, Hashable {
+    /// The rows' values.
+    case snapshots([ObjectSnapshot])
+    /// The rows' IDs.
+    case objectIDs([ManagedObjectID])
+    /// How many rows match (within the window).
+    case count(Int)
+}
+
+extension StoreReader where Transaction: ~Copyable {
+    /// Runs `plan` (from ``FetchPlanner``) inside this reader's transaction.
+    ///
+    /// - Throws: ``StrataError`` for a corrupt row or index entry, a storage failure, an
+    ///   unknown entity; ``FetchPredicateError`` for what the evaluator refuses.
+    func execute(_ plan: FetchPlan) throws -> FetchRows {
+        guard !plan.isEmpty else { return FetchExecution<Transaction>.empty(plan.output) }
+        var execution = FetchExecution(plan: plan, loader: RowLoader(store: store, transaction: transaction))
+        switch plan.access {
+        case .fullScan:
+            if !plan.readsRows, plan.output == .count {
+                let total = try count(of: plan.entityName, includesSubentities: plan.includesSubentities)
+                return .count(FetchExecution<Transaction>.windowed(total, offset: plan.offset, limit: plan.limit))
+            }
+            if !plan.readsRows {
+                try forEachKey(entity: plan.entityName, includesSubentities: plan.includesSubentities) { id in
+                    try execution.accept(id: id, snapshot: nil, indexValue: nil)
+                }
+            } else {
+                try forEachRow(entity: plan.entityName, includesSubentities: plan.includesSubentities) { snapshot in
+                    try execution.offer(snapshot, indexValue: nil)
+                }
+            }
+        case .indexScan(let attribute, _, let reverse):
+            for storage in try store.fetchedEntities(plan.entityName, includesSubentities: plan.includesSubentities) {
+                guard storage.rows != nil, let slot = storage.attributeSlot(named: attribute) else { continue }
+                execution.startStream()
+                try scanIndex(of: storage, slot: slot, in: plan.indexRanges, reverse: reverse) { entry in
+                    guard execution.wantsMore(group: entry.group) else { return false }
+                    let id = store.objectID(entity: storage.name, key: entry.key)
+                    guard plan.readsRows else { return try execution.accept(id: id, snapshot: nil, indexValue: entry.value) }
+                    guard let record = try record(at: entry.key, of: storage) else {
+                        throw StrataError.corruptRecord(
+                            entity: storage.name, primaryKey: entry.key.rawValue,
+                            reason: "the index on \(attribute) names a row that does not exist")
+                    }
+                    return try execution.offer(try store.snapshot(of: record, storage: storage, key: entry.key), indexValue: entry.value)
+                }
+            }
+        }
+        return try execution.finish()
+    }
+
+    /// Calls `body` with the ID of every row, entity by entity in name order, each in
+    /// primary-key order, without decoding the rows, until `body` returns false.
+    func forEachKey(entity entityName: String, includesSubentities: Bool, _ body: (ManagedObjectID) throws -> Bool) throws {
+        try StoreFile.translatingStorageErrors {
+            for storage in try store.fetchedEntities(entityName, includesSubentities: includesSubentities) {
+                guard let rows = storage.rows else { continue }
+                var keepGoing = true
+                try transaction.pointee.scan(rows) { keyBytes, _ in
+                    guard let key = PrimaryKey(encoded: keyBytes) else {
+                        throw StrataError.corruptRecord(entity: storage.name, primaryKey: 0, reason: "a row key is not an 8-byte primary key")
+                    }
+                    keepGoing = try body(store.objectID(entity: storage.name, key: key))
+                    return keepGoing ? .continue : .stop
+                }
+                if !keepGoing { return }
+            }
+        }
+    }
+}
+
+/// The state of one fetch: filtering, collecting in order, stopping early, windowing.
+struct FetchExecution<Transaction: ReadableTransaction & ~Copyable> {
+    /// One match.
+    struct Match {
+        var id: ManagedObjectID
+        var snapshot: ObjectSnapshot?
+        /// The values of the sort descriptors' key paths.
+        var keys: [PredicateValue]
+        /// The encoded value from the index read, when an index was read.
+        var indexValue: [UInt8]?
+    }
+
+    let plan: FetchPlan
+    let loader: RowLoader<Transaction>
+    private var matches: [Match] = []
+    private var heap: BoundedHeap<Match>?
+    /// Matches found in the current stream (one entity's index).
+    private var streamMatches = 0
+    private var lastGroup: [UInt8]?
+
+    init(plan: FetchPlan, loader: RowLoader<Transaction>) {
+        self.plan = plan
+        self.loader = loader
+        // A count needs no order, and rows are not read for one that needs no test.
+        if case .boundedHeap(let capacity) = plan.ordering, plan.output != .count {
+            let descriptors = plan.sortDescriptors
+            heap = BoundedHeap(capacity: capacity) { Self.precedes($0, $1, descriptors) }
+        }
+    }
+
+    private var needed: Int? { plan.limit > 0 ? plan.offset + plan.limit : nil }
+
+    /// A new ordered stream begins (the index of another entity).
+    mutating func startStream() {
+        streamMatches = 0
+        lastGroup = nil
+    }
+
+    /// Whether reading the stream should go on to an entry of `group`: it stops once
+    /// enough matches are found, at a change of indexed value, so that rows equal by
+    /// the sort key are all seen.
+    mutating func wantsMore(group: [UInt8]) -> Bool {
+        defer { lastGroup = group }
+        guard plan.stopsEarly, let needed, streamMatches >= needed else { return true }
+        return group == lastGroup
+    }
+
+    /// Tests a row and keeps it when it matches; returns whether to read on.
+    mutating func offer(_ snapshot: ObjectSnapshot, indexValue: [UInt8]?) throws -> Bool {
+        let subject = try loader.subject(snapshot)
+        if let residual = plan.residual, try !PredicateEvaluator.evaluate(residual, on: subject) { return true }
+        let keys = try plan.sortDescriptors.map { try PredicateEvaluator.resolve(.keyPath($0.components), on: subject).valueForm }
+        return keep(Match(id: snapshot.objectID, snapshot: snapshot, keys: keys, indexValue: indexValue))
+    }
+
+    /// Keeps a match found without reading its row; returns whether to read on.
+    mutating func accept(id: ManagedObjectID, snapshot: ObjectSnapshot?, indexValue: [UInt8]?) throws -> Bool {
+        keep(Match(id: id, snapshot: snapshot, keys: [], indexValue: indexValue))
+    }
+
+    private mutating func keep(_ match: Match) -> Bool {
+        streamMatches += 1
+        if heap != nil {
+            heap!.insert(match)
+            return true
+        }
+        matches.append(match)
+        // A full scan without sort descriptors meets rows in their final order.
+        if case .fullScan = plan.access, plan.stopsEarly, let needed, matches.count >= needed { return false }
+        return true
+    }
+
+    /// The matches in order, windowed.
+    mutating func finish() throws -> FetchRows {
+        if plan.output == .count {
+            return .count(Self.windowed(matches.count, offset: plan.offset, limit: plan.limit))
+        }
+        var ordered: [Match]
+        if let heap {
+            ordered = heap.sorted()
+        } else {
+            ordered = matches
+            let descriptors = plan.sortDescriptors
+            switch plan.ordering {
+            case .primaryKey:
+                if case .indexScan = plan.access { ordered.sort { FetchSorting.tieBreak($0.id, $1.id) } }
+            case .index where !plan.readsRows:
+                // One sort key, decided by the index: its bytes, then the tie-break.
+                let ascending = descriptors.first?.ascending ?? true
+                ordered.sort { a, b in
+                    let order = IndexKeyRange.compare(a.indexValue ?? [], b.indexValue ?? [])
+                    return order != 0 ? (order < 0) == ascending : FetchSorting.tieBreak(a.id, b.id)
+                }
+            case .index, .inMemory, .boundedHeap:
+                ordered.sort { Self.precedes($0, $1, descriptors) }
+            }
+        }
+        let window = ordered.dropFirst(plan.offset).prefix(plan.limit > 0 ? plan.limit : Int.max)
+        switch plan.output {
+        case .snapshots: return .snapshots(window.compactMap(\.snapshot))
+        case .objectIDs: return .objectIDs(window.map(\.id))
+        case .count: return .count(window.count)
+        }
+    }
+
+    /// Sort order by precomputed keys, then the tie-break.
+    static func precedes(_ a: Match, _ b: Match, _ descriptors: [FetchSortDescriptor]) -> Bool {
+        for (index, descriptor) in descriptors.enumerated() {
+            let order = FetchSorting.compare(a.keys[index], b.keys[index], descriptor.comparison)
+            if order != .orderedSame { return (order == .orderedAscending) == descriptor.ascending }
+        }
+        return FetchSorting.tieBreak(a.id, b.id)
+    }
+
+    static func empty(_ output: FetchPlan.Output) -> FetchRows {
+        switch output {
+        case .snapshots: .snapshots([])
+        case .objectIDs: .objectIDs([])
+        case .count: .count(0)
+        }
+    }
+
+    /// How many of `total` matches fall in the window.
+    static func windowed(_ total: Int, offset: Int, limit: Int) -> Int {
+        let after = max(0, total - offset)
+        return limit > 0 ? min(after, limit) : after
+    }
+}
+
+/// The first `capacity` elements of a stream under an order, kept in a max-heap whose
+/// root is the last of them: O(log capacity) per element.
+struct BoundedHeap<Element> {
+    let capacity: Int
+    let areInIncreasingOrder: (Element, Element) -> Bool
+    private var elements: [Element] = []
+
+    init(capacity: Int, by areInIncreasingOrder: @escaping (Element, Element) -> Bool) {
+        self.capacity = capacity
+        self.areInIncreasingOrder = areInIncreasingOrder
+    }
+
+    mutating func insert(_ element: Element) {
+        guard capacity > 0 else { return }
+        if elements.count < capacity {
+            elements.append(element)
+            siftUp(elements.count - 1)
+        } else if areInIncreasingOrder(element, elements[0]) {
+            elements[0] = element
+            siftDown(0)
+        }
+    }
+
+    /// The kept elements in order.
+    func sorted() -> [Element] { elements.sorted(by: areInIncreasingOrder) }
+
+    private mutating func siftUp(_ index: Int) {
+        var child = index
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard areInIncreasingOrder(elements[parent], elements[child]) else { return }
+            elements.swapAt(parent, child)
+            child = parent
+        }
+    }
+
+    private mutating func siftDown(_ index: Int) {
+        var parent = index
+        while true {
+            let left = 2 * parent + 1, right = left + 1
+            var largest = parent
+            if left < elements.count, areInIncreasingOrder(elements[largest], elements[left]) { largest = left }
+            if right < elements.count, areInIncreasingOrder(elements[largest], elements[right]) { largest = right }
+            guard largest != parent else { return }
+            elements.swapAt(parent, largest)
+            parent = largest
+        }
+    }
+}
