@@ -37,10 +37,13 @@ bench-ratios: deps
 	cd Benchmarks && $(SWIFT) run -c release lmdb-ratios
 
 ## DocC: the Strata catalog (Docs.docc) and the StrataLMDB reference, built offline.
+## Strata@Swift.symbols.json and the like hold what Strata declares on other modules'
+## types (the key-path predicate builder on KeyPath, the AttributeStorable conformances);
+## DocC shows them as extended modules when they carry extension-block symbols.
 docs: deps
-	$(SWIFT) package dump-symbol-graph --minimum-access-level public >/dev/null
+	$(SWIFT) package dump-symbol-graph --minimum-access-level public --emit-extension-block-symbols --skip-synthesized-members >/dev/null
 	rm -rf $(SYMBOLS) && mkdir -p $(SYMBOLS)/Strata $(SYMBOLS)/StrataLMDB
-	cp .build/*/symbolgraph/Strata.symbols.json $(SYMBOLS)/Strata/
+	cp .build/*/symbolgraph/Strata.symbols.json .build/*/symbolgraph/Strata@*.symbols.json $(SYMBOLS)/Strata/
 	cp .build/*/symbolgraph/StrataLMDB*.symbols.json $(SYMBOLS)/StrataLMDB/
 	docc convert Docs.docc --additional-symbol-graph-dir $(SYMBOLS)/Strata \
 		--fallback-display-name Strata --fallback-bundle-identifier org.strata.Strata \

@@ -160,7 +160,7 @@ enum PlannerFixtures {
 
     static func request(using random: inout SeededRandomNumberGenerator) -> FetchRequest<ManagedObject> {
         var request = FetchRequest<ManagedObject>(entityName: "Row")
-        request.predicate = predicate(using: &random).map(FetchPredicate.init(node:))
+        request.predicate = predicate(using: &random).map { FetchPredicate(node: $0) }
         let sortKeys = ["i", "d", "s", "b", "t", "u", "f", "x", "group.name"]
         request.sortDescriptors = (0..<Int.random(in: 0...2, using: &random)).map { _ in
             FetchSortDescriptor(

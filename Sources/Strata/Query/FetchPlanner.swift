@@ -116,7 +116,7 @@ enum FetchPlanner {
             let readsRows = !isEmpty && (output == .snapshots || residual != nil || (output == .objectIDs && sortNeedsRows))
             return FetchPlan(
                 entityName: entity.name, includesSubentities: includesSubentities, access: access,
-                filter: residual.map(FetchPredicate.init(node:)), ordering: ordering, stopsEarly: stopsEarly && limit > 0,
+                filter: residual.map { FetchPredicate(node: $0) }, ordering: ordering, stopsEarly: stopsEarly && limit > 0,
                 readsRows: readsRows, predicate: predicate, residual: residual, indexRanges: ranges,
                 sortDescriptors: descriptors, offset: offset, limit: limit, output: output, isEmpty: isEmpty)
         }

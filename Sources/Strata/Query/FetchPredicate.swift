@@ -11,14 +11,29 @@ import Foundation
 /// let busy = try FetchPredicate(format: "notes.@count > 10")
 /// ```
 ///
+/// Or build one from the key paths of typed subclasses, with no string and no `try`:
+///
+/// ```swift
+/// let urgent = \Note.priority >= 3 && (\Note.folder?.name).equals("inbox", options: .caseInsensitive)
+/// let tagged = (\Note.tags).any(\.label).in(["swift", "linux"])
+/// let busy = \Folder.notes.count > 10
+/// ```
+///
 /// A malformed string, an argument of the wrong type or too few arguments throws a
 /// ``FetchPredicateError`` pointing at the position in the string; nothing traps. Keys are
-/// checked against the entity when a request runs.
+/// checked against the entity when a request runs. A key path that reads no stored
+/// property (a computed property, say) cannot be refused when the predicate is built, so
+/// the predicate carries the error: ``evaluate(with:)`` and a fetch throw it.
 public struct FetchPredicate: Sendable, Hashable, CustomStringConvertible {
     let node: PredicateNode
+    /// Why the predicate cannot be used: a key path of the builder that names no stored
+    /// property. Kept through `&&`, `||`, `!` and substitution, thrown by evaluation and by
+    /// a request's validation before anything else.
+    let deferredError: FetchPredicateError?
 
-    init(node: PredicateNode) {
+    init(node: PredicateNode, deferredError: FetchPredicateError? = nil) {
         self.node = node
+        self.deferredError = deferredError
     }
 
     /// Parses `format`, substituting `arguments` in order for `%@`, `%d`, `%i`, `%ld`,
@@ -34,6 +49,7 @@ public struct FetchPredicate: Sendable, Hashable, CustomStringConvertible {
     /// - Throws: ``FetchPredicateError`` with the position of the problem.
     public init(format: String, argumentArray arguments: [any Sendable]) throws(FetchPredicateError) {
         node = try PredicateParser.parse(format, arguments: arguments)
+        deferredError = nil
     }
 
     /// `TRUEPREDICATE`: every object.
@@ -43,29 +59,35 @@ public struct FetchPredicate: Sendable, Hashable, CustomStringConvertible {
 
     /// Both conditions.
     public static func && (lhs: FetchPredicate, rhs: FetchPredicate) -> FetchPredicate {
-        FetchPredicate(node: .and(lhs.node.conjuncts + rhs.node.conjuncts))
+        FetchPredicate(node: .and(lhs.node.conjuncts + rhs.node.conjuncts), deferredError: lhs.deferredError ?? rhs.deferredError)
     }
 
     /// Either condition.
     public static func || (lhs: FetchPredicate, rhs: FetchPredicate) -> FetchPredicate {
-        FetchPredicate(node: .or(lhs.node.disjuncts + rhs.node.disjuncts))
+        FetchPredicate(node: .or(lhs.node.disjuncts + rhs.node.disjuncts), deferredError: lhs.deferredError ?? rhs.deferredError)
     }
 
     /// The opposite condition.
     public static prefix func ! (operand: FetchPredicate) -> FetchPredicate {
-        FetchPredicate(node: .not(operand.node))
+        FetchPredicate(node: .not(operand.node), deferredError: operand.deferredError)
     }
 
     /// The predicate with every `$NAME` variable replaced by `variables[NAME]`.
     ///
+    /// A predicate carrying the error of a refused key path still carries it.
+    ///
     /// - Throws: ``FetchPredicateError`` for a variable missing from `variables` or a value
     ///   that cannot appear in a predicate.
     public func substituting(_ variables: [String: any Sendable]) throws(FetchPredicateError) -> FetchPredicate {
-        FetchPredicate(node: try node.substituting(variables))
+        FetchPredicate(node: try node.substituting(variables), deferredError: deferredError)
     }
 
-    /// The predicate in the format language (parsing it gives an equal predicate).
-    public var description: String { node.formatted }
+    /// The predicate in the format language (parsing it gives an equal predicate); for a
+    /// predicate carrying the error of a refused key path, the error in angle brackets:
+    /// `<predicate error: …>`.
+    public var description: String {
+        deferredError.map { "<\($0)>" } ?? node.formatted
+    }
 
     /// The names of the `$VARIABLE`s still to substitute.
     public var variableNames: Set<String> { node.variableNames }

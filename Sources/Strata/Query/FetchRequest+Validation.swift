@@ -6,10 +6,13 @@ extension FetchRequest {
     /// Checks the entity, the predicate's key paths, the sort keys, the properties to
     /// fetch and the prefetching key paths against `model`.
     ///
-    /// - Throws: ``StrataError/unknownEntity(_:)``, or ``StrataError/unknownKey(key:entity:)``
+    /// - Throws: the error a predicate or sort descriptor built from a refused key path
+    ///   carries (a ``FetchPredicateError``; the predicate's before anything else);
+    ///   ``StrataError/unknownEntity(_:)``, or ``StrataError/unknownKey(key:entity:)``
     ///   naming the first unknown key and the entity it was looked up in; a
     ///   ``FetchPredicateError`` for a variable left unsubstituted.
     func validate(in model: ManagedObjectModel) throws -> EntityDescription {
+        if let error = predicate?.deferredError { throw error }
         guard let entity = model.entitiesByName[entityName] else { throw StrataError.unknownEntity(entityName) }
         if let predicate {
             if let variable = predicate.variableNames.sorted().first {
@@ -18,7 +21,7 @@ extension FetchRequest {
             try Self.validate(predicate.node, from: entity, in: model)
         }
         for descriptor in sortDescriptors {
-            try Self.validateSortKey(descriptor.components, from: entity, in: model)
+            try Self.validateSortKey(descriptor, from: entity, in: model)
         }
         for key in propertiesToFetch where entity.attribute(named: key) == nil && entity.relationship(named: key) == nil {
             throw StrataError.unknownKey(key: key, entity: entity.name)
@@ -75,8 +78,13 @@ extension FetchRequest {
         try validateKeyPath(rest, from: destination, in: model)
     }
 
-    /// Sort keys follow to-one relationships only and end at an attribute.
-    private static func validateSortKey(_ components: [String], from entity: EntityDescription, in model: ManagedObjectModel) throws {
+    /// Sort keys follow to-one relationships only and end at an attribute; a descriptor made
+    /// from a refused key path throws its error.
+    private static func validateSortKey(
+        _ descriptor: FetchSortDescriptor, from entity: EntityDescription, in model: ManagedObjectModel
+    ) throws {
+        if let error = descriptor.deferredError { throw error }
+        let components = descriptor.components
         var current = entity
         for (index, key) in components.enumerated() {
             if current.attribute(named: key) != nil, index == components.count - 1 { return }
@@ -96,6 +104,7 @@ enum FetchSorting {
     /// (primary key for saved objects).
     static func precedes<Subject: PredicateSubject>(_ a: Subject, _ b: Subject, by descriptors: [FetchSortDescriptor]) throws -> Bool {
         for descriptor in descriptors {
+            if let error = descriptor.deferredError { throw error }
             let left = try PredicateEvaluator.resolve(.keyPath(descriptor.components), on: a).valueForm
             let right = try PredicateEvaluator.resolve(.keyPath(descriptor.components), on: b).valueForm
             let order = compare(left, right, descriptor.comparison)

@@ -404,10 +404,12 @@ extension FetchPredicate {
     /// Whether `object` satisfies the predicate, with the same rules as a fetch (reading
     /// the object's current, unsaved values; firing its fault if it is one).
     ///
-    /// - Throws: ``FetchPredicateError`` for a key the object's entity lacks or a variable
-    ///   left unsubstituted; ``StrataError/inaccessibleFault(_:)`` when the object's row
-    ///   is gone.
+    /// - Throws: ``FetchPredicateError`` for a key the object's entity lacks, a variable
+    ///   left unsubstituted or a key path the builder refused (kind
+    ///   ``FetchPredicateError/Kind/unsupported``); ``StrataError/inaccessibleFault(_:)``
+    ///   when the object's row is gone.
     public func evaluate(with object: ManagedObject) throws -> Bool {
-        try PredicateEvaluator.evaluate(node, on: ObjectSubject(object: object))
+        if let deferredError { throw deferredError }
+        return try PredicateEvaluator.evaluate(node, on: ObjectSubject(object: object))
     }
 }
