@@ -5,6 +5,10 @@ import Testing
 extension Note {
     /// A computed property of plain Swift: not usable in a query.
     var summary: String { title + (body ?? "") }
+    /// A computed property of one stored one, transformed.
+    var shouted: String { title.uppercased() + "!" }
+    /// A computed property of one stored one, unchanged.
+    var sameTitle: String { title }
 }
 
 @Suite("Key path names")
@@ -31,6 +35,11 @@ struct KeyPathNamesTests {
         #expect(try KeyPathNames.components(of: \Note.folder?.notes.count) == ["folder", "notes", "@count"])
     }
 
+    @Test("a computed property that returns one stored property unchanged is that property")
+    func passThrough() throws {
+        #expect(try KeyPathNames.components(of: \Note.sameTitle) == ["title"])
+    }
+
     @Test("objectID is SELF")
     func objectID() throws {
         #expect(try KeyPathNames.components(of: \Note.objectID) == ["SELF"])
@@ -41,6 +50,7 @@ struct KeyPathNamesTests {
         #expect(throws: FetchPredicateError.self) { try KeyPathNames.components(of: \Note.summary) }
         #expect(throws: FetchPredicateError.self) { try KeyPathNames.components(of: \Note.hasChanges) }
         #expect(throws: FetchPredicateError.self) { try KeyPathNames.components(of: \Note.title.count) }
+        #expect(throws: FetchPredicateError.self) { try KeyPathNames.components(of: \Note.shouted) }
         #expect(throws: FetchPredicateError.self) { try KeyPathNames.components(of: \Note.tags.first) }
         #expect(throws: FetchPredicateError.self) { try KeyPathNames.components(of: \Note.folder?.notes.first?.title) }
     }

@@ -49,6 +49,7 @@ extension ManagedObject {
         guard let slot = attributeSlot(at: site), fulfilIfNeeded(property: entity.attributes[slot].name) else {
             if faultState == .inaccessible, let recorder = owner as? KeyPathRecorder {
                 _ = recorder.visit(self, property: propertySlot(at: site), valueType: Value.self, destination: nil)
+                recorder.lastReturned = defaultValue.attributeValue
             }
             return defaultValue
         }

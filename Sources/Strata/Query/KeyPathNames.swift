@@ -20,8 +20,9 @@ enum KeyPathNames {
         guard let root = recorder.prototype(of: Root.self) as? Root else {
             throw FetchPredicateError(kind: .unsupported, message: "\(Root.self) cannot make a prototype of itself")
         }
+        var result: Any?
         let recorded = withExtendedLifetime(recorder) { () -> Result<[String], FetchPredicateError> in
-            _ = root[keyPath: keyPath]
+            result = root[keyPath: keyPath]
             return recorder.result
         }
         switch recorded {
@@ -30,7 +31,18 @@ enum KeyPathNames {
             // as an Optional of it): `\Note.title.count` reads title, then goes on.
             let valueType = type(of: keyPath).valueType
             guard let last = recorder.lastValueType else { return names }
-            if valueType == last || valueType == optionalType(of: last) { return names }
+            if valueType == last || valueType == optionalType(of: last) {
+                // A computed property of the same type that transforms one stored value
+                // (`label.uppercased()`) shows itself by returning something else.
+                if let returned = result as? any AttributeStorable,
+                   !isSame(returned.attributeValue, recorder.lastReturned) {
+                    throw FetchPredicateError(
+                        kind: .unsupported,
+                        message: "a key path of \(Root.self) reads \(names.joined(separator: ".")) but returns another value: "
+                            + "a computed property cannot be used in a query")
+                }
+                return names
+            }
             if valueType == Int.self || valueType == Int?.self, recorder.lastIsToMany { return names + ["@count"] }
             throw FetchPredicateError(
                 kind: .unsupported,
@@ -42,6 +54,17 @@ enum KeyPathNames {
                 kind: .unsupported,
                 message: "a key path of \(Root.self) to a value of type \(type(of: keyPath).valueType) reads no @Attribute or @Relationship property")
         case .failure(let error): throw error
+        }
+    }
+
+    /// Equality in which NaN equals NaN (a default value may be one).
+    private static func isSame(_ a: AttributeValue?, _ b: AttributeValue?) -> Bool {
+        switch (a, b) {
+        case (.double(let x)?, .double(let y)?): x.bitPattern == y.bitPattern || x == y
+        case (.float(let x)?, .float(let y)?): x.bitPattern == y.bitPattern || x == y
+        case (.date(let x)?, .date(let y)?):
+            x.timeIntervalSinceReferenceDate.bitPattern == y.timeIntervalSinceReferenceDate.bitPattern || x == y
+        default: a == b
         }
     }
 
@@ -71,6 +94,8 @@ final class KeyPathRecorder: ManagedObjectOwner {
     private weak var expected: ManagedObject?
     /// The Swift type of the last property read.
     private(set) var lastValueType: Any.Type?
+    /// What the typed accessor of the last attribute read returned (its default value).
+    var lastReturned: AttributeValue?
     /// Whether the last property read is a to-many relationship.
     private(set) var lastIsToMany = false
     /// Every prototype made, kept alive while recording (owners are held weakly).
@@ -108,6 +133,7 @@ final class KeyPathRecorder: ManagedObjectOwner {
         names.append(name(of: property, in: object.entity))
         expected = nil
         lastValueType = valueType
+        lastReturned = nil
         lastIsToMany = false
         guard case .relationship(let slot) = property else { return nil }
         let relationship = object.entity.relationships[slot]
