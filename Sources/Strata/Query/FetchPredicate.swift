@@ -14,6 +14,9 @@ import Foundation
 /// A malformed string, an argument of the wrong type or too few arguments throws a
 /// ``FetchPredicateError`` pointing at the position in the string; nothing traps. Keys are
 /// checked against the entity when a request runs.
+///
+/// Or write the condition in Swift with Foundation's `#Predicate` and translate it with
+/// ``init(_:)``: `try FetchPredicate(#Predicate<Note> { $0.priority >= 3 })`.
 public struct FetchPredicate: Sendable, Hashable, CustomStringConvertible {
     let node: PredicateNode
 
