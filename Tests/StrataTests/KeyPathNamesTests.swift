@@ -45,6 +45,16 @@ struct KeyPathNamesTests {
         #expect(try KeyPathNames.components(of: \Note.objectID) == ["SELF"])
     }
 
+    @Test("a key path whose root class is known only at run time")
+    func runtimeRootClass() throws {
+        let noteClass: ManagedObject.Type = Note.self
+        let bookClass: ManagedObject.Type = Book.self
+        #expect(try KeyPathNames.components(of: \Note.folder?.name as AnyKeyPath, rootClass: noteClass) == ["folder", "name"])
+        #expect(try KeyPathNames.components(of: \Note.tags.count as AnyKeyPath, rootClass: noteClass) == ["tags", "@count"])
+        #expect(try KeyPathNames.components(of: \Book.pages as AnyKeyPath, rootClass: bookClass) == ["pages"])
+        #expect(throws: FetchPredicateError.self) { try KeyPathNames.components(of: \Note.title as AnyKeyPath, rootClass: Folder.self) }
+    }
+
     @Test("computed properties and unrelated key paths are refused")
     func refused() {
         #expect(throws: FetchPredicateError.self) { try KeyPathNames.components(of: \Note.summary) }

@@ -24,6 +24,9 @@ import Foundation
 /// checked against the entity when a request runs. A key path that reads no stored
 /// property (a computed property, say) cannot be refused when the predicate is built, so
 /// the predicate carries the error: ``evaluate(with:)`` and a fetch throw it.
+///
+/// Or write the condition in Swift with Foundation's `#Predicate` and translate it with
+/// ``init(_:)``: `try FetchPredicate(#Predicate<Note> { $0.priority >= 3 })`.
 public struct FetchPredicate: Sendable, Hashable, CustomStringConvertible {
     let node: PredicateNode
     /// Why the predicate cannot be used: a key path of the builder that names no stored

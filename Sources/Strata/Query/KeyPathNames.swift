@@ -74,14 +74,22 @@ enum KeyPathNames {
     }
 
     /// As ``components(of:)``, for a key path whose root class is known only at run time.
+    ///
+    /// (A generic function called with a `ManagedObject.Type` value binds its parameter
+    /// to `ManagedObject` itself: class metatypes are not existentials and do not open.
+    /// A class method sees the dynamic class as `Self`.)
     static func components(of keyPath: AnyKeyPath, rootClass: ManagedObject.Type) throws(FetchPredicateError) -> [String] {
-        func open<Root: ManagedObject>(_: Root.Type) throws(FetchPredicateError) -> [String] {
-            guard let typed = keyPath as? PartialKeyPath<Root> else {
-                throw FetchPredicateError(kind: .unsupported, message: "the key path \(keyPath) does not start at \(Root.self)")
-            }
-            return try components(of: typed)
+        try rootClass.keyPathComponents(of: keyPath)
+    }
+}
+
+extension ManagedObject {
+    /// ``KeyPathNames/components(of:)`` with `Root` bound to the class this is called on.
+    fileprivate class func keyPathComponents(of keyPath: AnyKeyPath) throws(FetchPredicateError) -> [String] {
+        guard let typed = keyPath as? PartialKeyPath<Self> else {
+            throw FetchPredicateError(kind: .unsupported, message: "the key path \(keyPath) does not start at \(Self.self)")
         }
-        return try open(rootClass)
+        return try KeyPathNames.components(of: typed)
     }
 }
 
