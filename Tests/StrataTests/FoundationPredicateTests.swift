@@ -305,6 +305,28 @@ extension FoundationPredicateTests {
         }
     }
 
+    @Test("a captured object ID compares with an object or a to-one relationship")
+    func objectIDs() throws {
+        let folder = Folder()
+        let note = Note()
+        note.folder = folder
+        let other = Note()
+        let id = folder.objectID
+        let inFolder = #Predicate<Note> { $0.folder?.objectID == id }
+        #expect(try FetchPredicate(inFolder).description == FetchPredicate(format: "folder == %@", id).description)
+        #expect(try FetchPredicate(inFolder).evaluate(with: note))
+        #expect(try !FetchPredicate(inFolder).evaluate(with: other))
+        #expect(try inFolder.evaluate(note) && !inFolder.evaluate(other))
+        let noteID = note.objectID
+        let itself = #Predicate<Note> { $0.objectID == noteID }
+        #expect(try FetchPredicate(itself).evaluate(with: note))
+        #expect(try !FetchPredicate(itself).evaluate(with: other))
+        // The ID round-trips through Codable as its URI.
+        let data = try JSONEncoder().encode(id)
+        #expect(try JSONDecoder().decode(ManagedObjectID.self, from: data) == id)
+        #expect(throws: DecodingError.self) { try JSONDecoder().decode(ManagedObjectID.self, from: Data(#""x-strata:nope""#.utf8)) }
+    }
+
     @Test("a constant predicate is TRUEPREDICATE or FALSEPREDICATE")
     func constants() throws {
         #expect(try FetchPredicate(#Predicate<Note> { _ in true }) == .true)

@@ -150,3 +150,23 @@ extension UUID {
         self.init(uuidString: text)
     }
 }
+
+extension ManagedObjectID: Codable {
+    /// Decodes an ID from its ``uriRepresentation`` string.
+    ///
+    /// - Throws: `DecodingError.dataCorrupted` when the string is not an object-ID URI.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let text = try container.decode(String.self)
+        guard let url = URL(string: text), let id = ManagedObjectID(uriRepresentation: url) else {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "'\(text)' is not a Strata object-ID URI")
+        }
+        self = id
+    }
+
+    /// Encodes the ID as its ``uriRepresentation`` string.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(uriRepresentation.absoluteString)
+    }
+}
