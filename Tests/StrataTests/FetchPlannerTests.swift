@@ -261,3 +261,24 @@ extension FetchRows {
         return []
     }
 }
+
+@Suite("Fetch planner: documented examples")
+struct FetchPlannerExampleTests {
+    @Test("the README's and the Queries article's example plans")
+    func documentedPlans() throws {
+        let model = try ManagedObjectModel(types: [Folder.self, Note.self, Tag.self])
+        var request = FetchRequest<Note>()
+        request.predicate = \Note.priority >= 3 && \Note.title == "Groceries"
+        request.sortDescriptors = [FetchSortDescriptor(\Note.title)]
+        request.fetchLimit = 20
+        #expect(try request.explain(in: model).description
+            == #"SEARCH Note USING INDEX title (== "Groceries") FILTER priority >= 3; ORDER BY INDEX (title ASC); STOP AFTER 20"#)
+        request.predicate = try FetchPredicate(format: "title BEGINSWITH %@ AND body CONTAINS %@", "Gro", "milk")
+        #expect(try request.explain(in: model).description
+            == #"SEARCH Note USING INDEX title (BEGINSWITH "Gro") FILTER body CONTAINS "milk"; ORDER BY INDEX (title ASC); STOP AFTER 20"#)
+        request.predicate = try FetchPredicate(format: "title BEGINSWITH %@ AND priority > 2", "Gro")
+        request.sortDescriptors = []
+        #expect(try request.explain(in: model).description
+            == #"SEARCH Note USING INDEX title (BEGINSWITH "Gro") FILTER priority > 2; ORDER BY PRIMARY KEY"#)
+    }
+}

@@ -9,7 +9,7 @@
 /// request.predicate = try FetchPredicate(format: "title BEGINSWITH %@ AND priority > 2", "Gro")
 /// request.fetchLimit = 20
 /// print(try request.explain(in: model))
-/// // SEARCH Note USING INDEX title (BEGINSWITH "Gro") FILTER priority > 2; ORDER BY PRIMARY KEY; STOP AFTER 20
+/// // SEARCH Note USING INDEX title (BEGINSWITH "Gro") FILTER priority > 2; ORDER BY PRIMARY KEY
 /// ```
 public struct FetchPlan: Sendable, Hashable, CustomStringConvertible {
     /// Where candidate rows come from.
