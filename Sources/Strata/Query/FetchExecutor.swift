@@ -52,25 +52,6 @@ extension StoreReader where Transaction: ~Copyable {
         }
         return try execution.finish()
     }
-
-    /// Calls `body` with the ID of every row, entity by entity in name order, each in
-    /// primary-key order, without decoding the rows, until `body` returns false.
-    func forEachKey(entity entityName: String, includesSubentities: Bool, _ body: (ManagedObjectID) throws -> Bool) throws {
-        try StoreFile.translatingStorageErrors {
-            for storage in try store.fetchedEntities(entityName, includesSubentities: includesSubentities) {
-                guard let rows = storage.rows else { continue }
-                var keepGoing = true
-                try transaction.pointee.scan(rows) { keyBytes, _ in
-                    guard let key = PrimaryKey(encoded: keyBytes) else {
-                        throw StrataError.corruptRecord(entity: storage.name, primaryKey: 0, reason: "a row key is not an 8-byte primary key")
-                    }
-                    keepGoing = try body(store.objectID(entity: storage.name, key: key))
-                    return keepGoing ? .continue : .stop
-                }
-                if !keepGoing { return }
-            }
-        }
-    }
 }
 
 /// The state of one fetch: filtering, collecting in order, stopping early, windowing.

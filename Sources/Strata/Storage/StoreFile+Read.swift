@@ -113,6 +113,31 @@ struct StoreReader<Transaction: ReadableTransaction & ~Copyable>: ~Copyable {
     ///
     /// - Throws: ``StrataError/unknownEntity(_:)``, a corrupt row's error, or what `body` throws.
     func forEachRow(entity entityName: String, includesSubentities: Bool, _ body: (ObjectSnapshot) throws -> Bool) throws {
+        try scanRows(entity: entityName, includesSubentities: includesSubentities) { storage, key, value in
+            let record: Record
+            do throws(RecordDecodingError) {
+                record = try RecordCodec.decode(value)
+            } catch {
+                throw StrataError.corruptRecord(entity: storage.name, primaryKey: key.rawValue, reason: error.reason)
+            }
+            return try body(try store.snapshot(of: record, storage: storage, key: key))
+        }
+    }
+
+    /// Calls `body` with the ID of every row, in the order of ``forEachRow(entity:includesSubentities:_:)``,
+    /// without decoding the rows, until `body` returns false.
+    func forEachKey(entity entityName: String, includesSubentities: Bool, _ body: (ManagedObjectID) throws -> Bool) throws {
+        try scanRows(entity: entityName, includesSubentities: includesSubentities) { storage, key, _ in
+            try body(store.objectID(entity: storage.name, key: key))
+        }
+    }
+
+    /// The raw rows of the entities a fetch of `entityName` covers, entity by entity in
+    /// name order, each in primary-key order, until `body` returns false.
+    private func scanRows(
+        entity entityName: String, includesSubentities: Bool,
+        _ body: (EntityStorage, PrimaryKey, UnsafeRawBufferPointer) throws -> Bool
+    ) throws {
         try StoreFile.translatingStorageErrors {
             for storage in try store.fetchedEntities(entityName, includesSubentities: includesSubentities) {
                 guard let rows = storage.rows else { continue }
@@ -121,13 +146,7 @@ struct StoreReader<Transaction: ReadableTransaction & ~Copyable>: ~Copyable {
                     guard let key = PrimaryKey(encoded: keyBytes) else {
                         throw StrataError.corruptRecord(entity: storage.name, primaryKey: 0, reason: "a row key is not an 8-byte primary key")
                     }
-                    let record: Record
-                    do throws(RecordDecodingError) {
-                        record = try RecordCodec.decode(value)
-                    } catch {
-                        throw StrataError.corruptRecord(entity: storage.name, primaryKey: key.rawValue, reason: error.reason)
-                    }
-                    keepGoing = try body(try store.snapshot(of: record, storage: storage, key: key))
+                    keepGoing = try body(storage, key, value)
                     return keepGoing ? .continue : .stop
                 }
                 if !keepGoing { return }
