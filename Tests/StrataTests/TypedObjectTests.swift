@@ -31,6 +31,7 @@ import Testing
         #expect(item.subentityNames == ["Book", "Film"])
         let book = try #require(model.entitiesByName["Book"])
         #expect(book.superentityName == "Item")
+        #expect(!book.isAbstract)  // inherits isAbstractEntity, but only Item turns it true
         #expect(book.attributes.map(\.name) == ["title", "pages"])
         #expect(model.entityNames(kindOf: "Item") == ["Book", "Film", "Item"])
         #expect(Book.entity().attributes.map(\.name) == ["title", "pages"])

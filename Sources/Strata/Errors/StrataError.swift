@@ -36,6 +36,20 @@ public enum StrataError: Error, Sendable, Hashable, CustomStringConvertible {
     case invalidObjectState(ManagedObjectID, reason: String)
     /// The underlying LMDB store failed (full map, full disk, I/O error, ...).
     case storage(LMDBError)
+    /// The model has no configuration of this name.
+    case unknownConfiguration(String)
+    /// No store of the coordinator can hold objects of the entity (none added, or none
+    /// whose configuration includes it), or the object's store was removed.
+    case noStore(entity: String)
+    /// The object exists neither in the context nor in its store.
+    case objectNotFound(ManagedObjectID)
+    /// A save found objects whose stored rows changed (or vanished) since the context
+    /// read them: every conflict, nothing written.
+    case mergeConflicts([MergeConflict])
+    /// The operation needs a coordinator, and the context has none.
+    case noCoordinator
+    /// A save would write to a store opened read-only.
+    case readOnlyStore(String)
 
     /// A sentence describing the error.
     public var description: String {
@@ -61,6 +75,19 @@ public enum StrataError: Error, Sendable, Hashable, CustomStringConvertible {
             "\(id): \(reason)"
         case .storage(let error):
             "storage error: \(error)"
+        case .unknownConfiguration(let name):
+            "the model has no configuration named '\(name)'"
+        case .noStore(let entity):
+            "no store of the coordinator can hold objects of entity '\(entity)'"
+        case .objectNotFound(let id):
+            "the object \(id) exists neither in the context nor in its store"
+        case .mergeConflicts(let conflicts):
+            "the save conflicts with changes saved elsewhere (\(conflicts.count) object(s)); nothing was written:\n"
+                + conflicts.map { "- \($0)" }.joined(separator: "\n")
+        case .noCoordinator:
+            "the context has no persistent store coordinator"
+        case .readOnlyStore(let store):
+            "the store \(store) is read-only"
         }
     }
 }
@@ -130,5 +157,28 @@ public struct ValidationFailure: Sendable, Hashable, CustomStringConvertible {
         case .custom(let message): message
         }
         return "\(subject) \(text) (\(objectID))"
+    }
+}
+
+/// An object a save could not write because its stored row changed since the context
+/// read it (optimistic locking: every row carries a version).
+public struct MergeConflict: Sendable, Hashable, CustomStringConvertible {
+    /// The object.
+    public let objectID: ManagedObjectID
+    /// The row version the context's changes were based on.
+    public let oldVersion: UInt64
+    /// The row version now stored; nil when the row was deleted.
+    public let newVersion: UInt64?
+
+    /// A conflict on `objectID`.
+    public init(objectID: ManagedObjectID, oldVersion: UInt64, newVersion: UInt64?) {
+        self.objectID = objectID
+        self.oldVersion = oldVersion
+        self.newVersion = newVersion
+    }
+
+    /// `x-strata://…/Note/p3: based on version 2, stored version 3`.
+    public var description: String {
+        "\(objectID): based on version \(oldVersion), " + (newVersion.map { "stored version \($0)" } ?? "since deleted")
     }
 }

@@ -30,10 +30,21 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
     /// not change it. Sixteen lowercase hexadecimal digits.
     public let versionHash: String
 
+    /// Named subsets of the entities, each for the stores added with that configuration
+    /// (``PersistentStoreCoordinator/addPersistentStore(type:configuration:at:options:)``):
+    /// the entities listed and every sub-entity of them.
+    public let configurations: [String: Set<String>]
+
     /// Builds and validates a model.
     ///
+    /// `configurations` names subsets of the entities, so that different stores hold
+    /// different entities (say, `"Cache"` for rebuildable data in an in-memory store).
+    /// A configuration includes the sub-entities of the entities it lists, and every
+    /// relationship of its entities must stay inside it: a store holds whole object
+    /// graphs.
+    ///
     /// - Throws: ``ModelError`` with every problem found.
-    public init(entities: [EntityDescription]) throws(ModelError) {
+    public init(entities: [EntityDescription], configurations: [String: [String]] = [:]) throws(ModelError) {
         var problems: [ModelError.Problem] = []
         var byName: [String: EntityDescription] = [:]
         for entity in entities {
@@ -82,9 +93,38 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
         for entity in entities where byName[entity.name] === entity {
             problems += Self.check(entity, ancestors: ancestors[entity.name] ?? [], in: resolved)
         }
+        var expanded: [String: Set<String>] = [:]
+        for (name, members) in configurations.sorted(by: { $0.key < $1.key }) {
+            var set: Set<String> = []
+            for member in members {
+                guard resolved[member] != nil else {
+                    problems.append(.unknownConfigurationEntity(configuration: name, entity: member))
+                    continue
+                }
+                set.formUnion(resolved.values.filter { $0.isKind(of: member) }.map(\.name))
+            }
+            for entityName in set.sorted() {
+                for relationship in resolved[entityName]?.relationships ?? []
+                where !set.contains(relationship.destinationEntityName) && resolved[relationship.destinationEntityName] != nil {
+                    problems.append(.relationshipLeavesConfiguration(
+                        configuration: name, entity: entityName, relationship: relationship.name))
+                }
+            }
+            expanded[name] = set
+        }
         guard problems.isEmpty else { throw ModelError(problems: problems) }
         entitiesByName = resolved
         versionHash = Self.hash(resolved)
+        self.configurations = expanded
+    }
+
+    /// The entities a store of `configuration` holds: every entity for nil.
+    ///
+    /// - Throws: ``StrataError/unknownConfiguration(_:)``.
+    func entityNames(inConfiguration configuration: String?) throws(StrataError) -> Set<String> {
+        guard let configuration else { return Set(entitiesByName.keys) }
+        guard let names = configurations[configuration] else { throw .unknownConfiguration(configuration) }
+        return names
     }
 
     /// Builds a model from typed ``ManagedObject`` subclasses: their entities, those of
@@ -97,7 +137,7 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
     /// List sub-entities explicitly: nothing in a superclass points to them.
     ///
     /// - Throws: ``ModelError`` with every problem found.
-    public convenience init(types: [ManagedObject.Type]) throws(ModelError) {
+    public convenience init(types: [ManagedObject.Type], configurations: [String: [String]] = [:]) throws(ModelError) {
         var pending = types
         var seen: Set<ObjectIdentifier> = []
         var entities: [EntityDescription] = []
@@ -108,7 +148,7 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
             pending += description.destinations
             if let superclass = description.superclass { pending.append(superclass) }
         }
-        try self.init(entities: entities.sorted { $0.name < $1.name })
+        try self.init(entities: entities.sorted { $0.name < $1.name }, configurations: configurations)
     }
 
     /// The entities, sorted by name.

@@ -26,6 +26,10 @@ public struct ModelError: Error, Sendable, Hashable, CustomStringConvertible {
         case invalidRelationship(entity: String, relationship: String, reason: String)
         /// The attribute's type cannot be indexed.
         case unindexableAttribute(entity: String, attribute: String, type: String)
+        /// A configuration lists an entity the model does not have.
+        case unknownConfigurationEntity(configuration: String, entity: String)
+        /// A relationship of an entity in a configuration leads to an entity outside it.
+        case relationshipLeavesConfiguration(configuration: String, entity: String, relationship: String)
 
         /// One line describing the problem.
         public var description: String {
@@ -42,6 +46,9 @@ public struct ModelError: Error, Sendable, Hashable, CustomStringConvertible {
             case .invalidValidationRule(let entity, let attribute, let reason): "\(entity).\(attribute): \(reason)"
             case .invalidRelationship(let entity, let relationship, let reason): "\(entity).\(relationship): \(reason)"
             case .unindexableAttribute(let entity, let attribute, let type): "\(entity).\(attribute): a \(type) attribute cannot be indexed"
+            case .unknownConfigurationEntity(let configuration, let entity): "configuration '\(configuration)': entity '\(entity)' does not exist"
+            case .relationshipLeavesConfiguration(let configuration, let entity, let relationship):
+                "configuration '\(configuration)': \(entity).\(relationship) leads outside the configuration (a store holds whole object graphs)"
             }
         }
     }

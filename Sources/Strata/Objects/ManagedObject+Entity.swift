@@ -172,7 +172,11 @@ final class ClassEntityRegistry: Sendable {
             ancestors = [parentDescription.declared] + parentDescription.ancestors
         }
         let declared = EntityDescription(
-            name: type.entityName, superentityName: superclass?.entityName, isAbstract: type.isAbstractEntity,
+            // A subclass inherits its superclass's `isAbstractEntity`: the entity is abstract
+            // only where the answer changes to true, so sub-entities of an abstract
+            // entity are concrete without having to say so.
+            name: type.entityName, superentityName: superclass?.entityName,
+            isAbstract: type.isAbstractEntity && !(superclass?.isAbstractEntity ?? false),
             managedObjectClass: type, declaredAttributes: attributes, declaredRelationships: relationships,
             declarationSites: sites, ancestors: [], subentityNames: [])
         return ClassDescription(

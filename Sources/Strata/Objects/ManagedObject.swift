@@ -76,6 +76,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Whether the entity a subclass derives is abstract (it has objects only through
     /// its own subclasses). False unless overridden.
+    ///
+    /// Subclasses inherit the override, so the entity of a subclass of an abstract class
+    /// is concrete: only the class where the answer turns true is abstract. (An abstract
+    /// entity directly below another abstract one cannot be declared this way; describe
+    /// such a model with ``EntityDescription``s.)
     open class var isAbstractEntity: Bool { false }
 
     // MARK: State

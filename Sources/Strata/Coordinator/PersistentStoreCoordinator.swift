@@ -1,0 +1,199 @@
+import Dispatch
+import Foundation
+import Synchronization
+
+/// The root of every context chain: it owns the stores, reads them for contexts and
+/// writes each save to them in one transaction per store.
+///
+/// ```swift
+/// let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+/// try await coordinator.addPersistentStore(type: .lmdb, at: URL(fileURLWithPath: "Notes.strata"))
+/// let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+/// ```
+///
+/// Reads never wait for writes: fetches and faults open LMDB read transactions directly,
+/// from the context that asks (DESIGN.md, "Readers never wait for the writer"). Writes
+/// are serialised on the coordinator's write queue, and each runs as one synchronous
+/// job: the write transaction begins and commits on one thread, with nothing awaited in
+/// between, as LMDB requires.
+public actor PersistentStoreCoordinator {
+    /// The model of every store.
+    public nonisolated let managedObjectModel: ManagedObjectModel
+    /// The stores, for synchronous access from contexts.
+    private nonisolated let registry = Mutex<[PersistentStore]>([])
+    /// Where writes run, one at a time.
+    nonisolated let writeQueue: DispatchQueue
+    private nonisolated let executor: CoordinatorExecutor
+
+    /// The coordinator's isolated methods (adding and removing stores) run on its own
+    /// queue, so that opening a store (file I/O) never blocks Swift's cooperative pool.
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+
+    /// A coordinator of stores of `managedObjectModel`, with no store yet.
+    public init(managedObjectModel: ManagedObjectModel) {
+        self.managedObjectModel = managedObjectModel
+        writeQueue = DispatchQueue(label: "strata.coordinator.write")
+        executor = CoordinatorExecutor(queue: DispatchQueue(label: "strata.coordinator"))
+    }
+
+    // MARK: Stores
+
+    /// Opens (or creates) a store and adds it.
+    ///
+    /// - Parameters:
+    ///   - type: ``PersistentStore/StoreType/lmdb`` (a directory at `url`, created when
+    ///     missing) or ``PersistentStore/StoreType/inMemory`` (`url` ignored).
+    ///   - configuration: the model configuration whose entities the store holds; nil
+    ///     for every entity.
+    ///   - url: the store directory.
+    ///   - options: map size, readers, durability, read-only.
+    /// - Returns: the store.
+    /// - Throws: ``StrataError/unknownConfiguration(_:)``; ``StrataError/modelMismatch(store:storeHash:modelHash:)``
+    ///   for a store written with another model; ``StrataError/incompatibleStore(store:reason:)``
+    ///   for a missing location, a directory that is not a store, or a store already added
+    ///   (LMDB allows one environment per store per process); ``StrataError/storage(_:)``.
+    @discardableResult
+    public func addPersistentStore(
+        type: PersistentStore.StoreType = .lmdb, configuration: String? = nil, at url: URL? = nil,
+        options: PersistentStore.Options = .init()
+    ) throws(StrataError) -> PersistentStore {
+        if type == .lmdb, let url {
+            let path = url.standardizedFileURL.path
+            if registry.withLock({ $0.contains { $0.url?.standardizedFileURL.path == path } }) {
+                throw .incompatibleStore(store: path, reason: "it is already added to this coordinator")
+            }
+        }
+        let store = try PersistentStore(
+            type: type, url: url, configurationName: configuration, options: options, model: managedObjectModel)
+        let duplicate = registry.withLock { stores -> Bool in
+            if stores.contains(where: { $0.identifier == store.identifier }) { return true }
+            stores.append(store)
+            return false
+        }
+        if duplicate {
+            throw .incompatibleStore(
+                store: store.url?.path ?? "(in memory)", reason: "a store with the same UUID (\(store.identifier)) is already added")
+        }
+        return store
+    }
+
+    /// The stores, in the order they were added.
+    public nonisolated var persistentStores: [PersistentStore] { registry.withLock { $0 } }
+
+    /// Removes `store`: its objects can no longer be fetched or saved through this
+    /// coordinator (contexts that hold them keep them in memory).
+    ///
+    /// - Throws: ``StrataError/incompatibleStore(store:reason:)`` when it is not a store
+    ///   of this coordinator.
+    public func remove(_ store: PersistentStore) throws(StrataError) {
+        let removed = registry.withLock { stores -> Bool in
+            guard let index = stores.firstIndex(of: store) else { return false }
+            stores.remove(at: index)
+            return true
+        }
+        if !removed {
+            throw .incompatibleStore(store: store.description, reason: "it is not a store of this coordinator")
+        }
+    }
+
+    /// The ID a URI from ``ManagedObjectID/uriRepresentation`` names, or nil when the
+    /// URI is malformed, names an entity the model lacks (or an abstract one), or a
+    /// store that is not added. Temporary IDs are returned as they are.
+    public nonisolated func managedObjectID(forURIRepresentation url: URL) -> ManagedObjectID? {
+        ManagedObjectID(uriRepresentation: url, stores: Set(persistentStores.map(\.identifier)), model: managedObjectModel)
+    }
+
+    /// The store that holds the object `id` (a permanent ID), or nil.
+    public nonisolated func persistentStore(for id: ManagedObjectID) -> PersistentStore? {
+        guard let identifier = id.storeIdentifier else { return nil }
+        return persistentStores.first { $0.identifier == identifier }
+    }
+
+    // MARK: For contexts (synchronous, from the context's executor)
+
+    /// The store of a permanent ID.
+    ///
+    /// - Throws: ``StrataError/invalidObjectState(_:reason:)`` for a temporary ID;
+    ///   ``StrataError/noStore(entity:)`` when its store is not added.
+    nonisolated func store(of id: ManagedObjectID) throws(StrataError) -> PersistentStore {
+        guard id.storeIdentifier != nil else {
+            throw .invalidObjectState(id, reason: "it has a temporary ID: it is not in a store yet")
+        }
+        guard let store = persistentStore(for: id) else { throw .noStore(entity: id.entityName) }
+        return store
+    }
+
+    /// The stores that hold objects of `entityName` or of its sub-entities (with
+    /// `includesSubentities`), in the order they were added.
+    nonisolated func stores(for entityName: String, includesSubentities: Bool) -> [PersistentStore] {
+        let names = includesSubentities ? Set(managedObjectModel.entityNames(kindOf: entityName)) : [entityName]
+        return persistentStores.filter { !$0.entityNames.isDisjoint(with: names) }
+    }
+
+    /// The store a new object of `entityName` goes to when it was not assigned one: the
+    /// first store that can hold it.
+    nonisolated func defaultStore(for entityName: String) throws(StrataError) -> PersistentStore {
+        guard let store = persistentStores.first(where: { $0.holds(entityName) }) else { throw .noStore(entity: entityName) }
+        return store
+    }
+
+    /// The stored state of `id`; nil when its row does not exist.
+    nonisolated func snapshot(of id: ManagedObjectID) throws -> ObjectSnapshot? {
+        let store = try store(of: id)
+        return try store.file.read { reader in try reader.snapshot(of: id) }
+    }
+
+    /// The stored destinations of a to-many relationship of `id`.
+    nonisolated func destinations(of id: ManagedObjectID, relationship: String) throws -> [ManagedObjectID] {
+        let store = try store(of: id)
+        return try store.file.read { reader in try reader.destinations(of: id, relationship: relationship) }
+    }
+
+    /// Runs `request` on every store that holds its entity, each in one read transaction.
+    ///
+    /// - Returns: each store's rows, in the request's order within the store.
+    nonisolated func fetch<Result>(_ request: FetchRequest<Result>) throws -> [FetchRows] {
+        let plan = try FetchPlanner.plan(request, in: managedObjectModel)
+        return try stores(for: request.entityName, includesSubentities: request.includesSubentities).map { store in
+            try store.file.read { reader in try reader.execute(plan) }
+        }
+    }
+
+    /// Permanent IDs for new objects of `entityNames` in `stores` (one per entry), made
+    /// in one write transaction per store.
+    nonisolated func makePermanentIDs(_ requests: [(entityName: String, store: PersistentStore)]) throws -> [ManagedObjectID] {
+        var ids = [ManagedObjectID?](repeating: nil, count: requests.count)
+        let byStore = Dictionary(grouping: requests.indices) { ObjectIdentifier(requests[$0].store) }
+        try writeQueue.sync {
+            for indices in byStore.values {
+                let store = requests[indices[0]].store
+                guard !store.options.readOnly else { throw StrataError.readOnlyStore(store.description) }
+                try store.file.write { writer in
+                    for index in indices { ids[index] = try writer.makePermanentID(for: requests[index].entityName) }
+                }
+            }
+        }
+        return ids.map { $0! }
+    }
+}
+
+/// The coordinator's serial executor: a dispatch queue of its own.
+final class CoordinatorExecutor: SerialExecutor {
+    let queue: DispatchQueue
+
+    init(queue: DispatchQueue) {
+        self.queue = queue
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedSerialExecutor()
+        queue.async { job.runSynchronously(on: executor) }
+    }
+
+    func asUnownedSerialExecutor() -> UnownedSerialExecutor { UnownedSerialExecutor(ordinary: self) }
+
+    func checkIsolated() {
+        dispatchPrecondition(condition: .onQueue(queue))
+    }
+}
