@@ -184,3 +184,43 @@ final class ClassEntityRegistry: Sendable {
             superclass: superclass, destinations: destinations, ancestors: ancestors)
     }
 }
+
+extension ManagedObject {
+    /// Moves the object to `entity`, the same entity as described by a context's model
+    /// (an object made with `Note()` carries its class's own description): values move
+    /// by property name; properties the new description lacks are dropped.
+    func adopt(_ entity: EntityDescription) {
+        let old = self.entity
+        var attributes = entity.attributes.map(\.defaultValue)
+        for (slot, attribute) in entity.attributes.enumerated() {
+            if let oldSlot = old.attributeSlots[attribute.name] { attributes[slot] = attributeValues[oldSlot] }
+        }
+        var relationships = entity.relationships.map { RelationshipStorage.toOneOrEmpty(for: $0) }
+        for (slot, relationship) in entity.relationships.enumerated() {
+            if let oldSlot = old.relationshipSlots[relationship.name] { relationships[slot] = relationshipValues[oldSlot] }
+        }
+        var committedState = committed
+        if let state = committed {
+            var committedAttributes = attributes
+            for (slot, attribute) in entity.attributes.enumerated() {
+                if let oldSlot = old.attributeSlots[attribute.name] { committedAttributes[slot] = state.attributes[oldSlot] }
+            }
+            var committedRelationships = relationships
+            for (slot, relationship) in entity.relationships.enumerated() {
+                if let oldSlot = old.relationshipSlots[relationship.name] { committedRelationships[slot] = state.relationships[oldSlot] }
+            }
+            committedState = CommittedState(attributes: committedAttributes, relationships: committedRelationships)
+        }
+        self.entity = entity
+        attributeValues = attributes
+        relationshipValues = relationships
+        committed = committedState
+    }
+}
+
+extension RelationshipStorage {
+    /// An empty value for `relationship`.
+    static func toOneOrEmpty(for relationship: RelationshipDescription) -> RelationshipStorage {
+        relationship.isToMany ? .toMany(ToManyStorage(isOrdered: relationship.isOrdered)) : .toOne(nil)
+    }
+}

@@ -1,0 +1,175 @@
+import Foundation
+
+extension ObjectGraph {
+    /// The objects `request` matches: the stores' rows merged with this context's
+    /// unsaved changes (unless `includesPendingChanges` is false):
+    ///
+    /// - inserted objects that match are included;
+    /// - changed objects are matched on their in-memory values, and left out when those
+    ///   no longer match, even if the stored ones do;
+    /// - deleted objects are left out;
+    /// - registered objects come back as the same instances, their unsaved values
+    ///   untouched.
+    ///
+    /// The order and the window (`fetchOffset`, `fetchLimit`) apply to the merged result.
+    func fetchObjects<Result>(_ request: FetchRequest<Result>) throws -> [ManagedObject] {
+        _ = try request.validate(in: model)
+        let pending = request.includesPendingChanges ? pendingObjects(of: request) : []
+        let merging = !pending.isEmpty || coordinator.stores(for: request.entityName, includesSubentities: request.includesSubentities).count > 1
+        var storeRequest = request
+        storeRequest.resultType = merging || !request.returnsObjectsAsFaults ? .managedObject : .managedObjectID
+        if merging {
+            storeRequest.fetchOffset = 0
+            storeRequest.fetchLimit = request.fetchLimit > 0 ? request.fetchOffset + request.fetchLimit + pending.count : 0
+        }
+        var objects: [ManagedObject] = []
+        for rows in try coordinator.fetch(storeRequest) {
+            switch rows {
+            case .snapshots(let snapshots):
+                for snapshot in snapshots { objects.append(registerFetched(snapshot)) }
+            case .objectIDs(let ids):
+                for id in ids { objects.append(object(for: id)) }
+            case .count:
+                break
+            }
+        }
+        guard merging else { return objects }
+        // The stores' rows, seen through this context's changes.
+        let predicate = request.predicate
+        var seen = Set<ObjectIdentifier>()
+        var merged: [ManagedObject] = []
+        for object in objects where !object.isDeleted {
+            if object.hasChanges, let predicate, try !predicate.evaluate(with: object) { continue }
+            if seen.insert(ObjectIdentifier(object)).inserted { merged.append(object) }
+        }
+        for object in pending where !object.isDeleted && !seen.contains(ObjectIdentifier(object)) {
+            if let predicate, try !predicate.evaluate(with: object) { continue }
+            seen.insert(ObjectIdentifier(object))
+            merged.append(object)
+        }
+        var failure: (any Error)?
+        let descriptors = request.sortDescriptors
+        merged.sort { a, b in
+            do {
+                return try FetchSorting.precedes(ObjectSubject(object: a), ObjectSubject(object: b), by: descriptors)
+            } catch {
+                failure = failure ?? error
+                return false
+            }
+        }
+        if let failure { throw failure }
+        let window = merged.dropFirst(max(0, request.fetchOffset))
+        return Array(request.fetchLimit > 0 ? window.prefix(request.fetchLimit) : window)
+    }
+
+    /// The number of objects ``fetchObjects(_:)`` would return.
+    func count<Result>(for request: FetchRequest<Result>) throws -> Int {
+        _ = try request.validate(in: model)
+        let pending = request.includesPendingChanges ? pendingObjects(of: request) : []
+        let stores = coordinator.stores(for: request.entityName, includesSubentities: request.includesSubentities)
+        if pending.isEmpty && stores.count <= 1 {
+            var countRequest = request
+            countRequest.resultType = .count
+            return try coordinator.fetch(countRequest).reduce(0) { total, rows in
+                if case .count(let count) = rows { return total + count }
+                return total
+            }
+        }
+        var objectRequest = request
+        objectRequest.resultType = .managedObject
+        objectRequest.returnsObjectsAsFaults = true
+        return try fetchObjects(objectRequest).count
+    }
+
+    /// The request's results in its result type.
+    func fetch<Result>(_ request: FetchRequest<Result>) throws -> [Result] {
+        func cast<T>(_ values: [T]) throws -> [Result] {
+            guard let results = values as? [Result] else {
+                throw StrataError.typeMismatch(
+                    key: "resultType", entity: request.entityName, expected: "\(Result.self)", actual: "\(T.self)")
+            }
+            return results
+        }
+        switch request.resultType {
+        case .managedObject:
+            let objects = try fetchObjects(request)
+            if Result.self == ManagedObject.self { return try cast(objects) }
+            let typed = objects.compactMap { $0 as? Result }
+            guard typed.count == objects.count else {
+                let stray = objects.first { !($0 is Result) }.map { "\(type(of: $0))" } ?? "?"
+                throw StrataError.typeMismatch(key: "resultType", entity: request.entityName, expected: "\(Result.self)", actual: stray)
+            }
+            return typed
+        case .managedObjectID:
+            return try cast(try fetchObjects(request).map(\.objectID))
+        case .count:
+            return try cast([try count(for: request)])
+        case .dictionary:
+            var objectRequest = request
+            objectRequest.resultType = .managedObject
+            let objects = try fetchObjects(objectRequest)
+            return try cast(try objects.map { try dictionary(of: $0, keys: request.propertiesToFetch) })
+        }
+    }
+
+    /// `keys` of `object` (every attribute when empty) as Sendable values: attributes as
+    /// their Swift values, to-one relationships as object IDs, to-many ones as arrays of
+    /// them. Nil values are left out, as Core Data leaves them out of dictionary results.
+    private func dictionary(of object: ManagedObject, keys: [String]) throws -> [String: any Sendable] {
+        let names = keys.isEmpty ? object.entity.attributes.map(\.name) : keys
+        var result: [String: any Sendable] = [:]
+        for name in names {
+            guard object.fulfilIfNeeded(property: name) else { throw object.inaccessibleError }
+            if let slot = object.entity.attributeSlots[name] {
+                if let value = object.attributeValues[slot] { result[name] = value.sendableValue }
+            } else if let slot = object.entity.relationshipSlots[name] {
+                guard object.loadRelationshipIfNeeded(slot) else { throw object.inaccessibleError }
+                let ids = object.relationshipValues[slot].objects.map(\.objectID)
+                if object.entity.relationships[slot].isToMany {
+                    result[name] = ids
+                } else if let id = ids.first {
+                    result[name] = id
+                }
+            }
+        }
+        return result
+    }
+
+    /// The object of a fetched row: the registered one (its values untouched, a fault
+    /// filled in), or a new one with the row's values.
+    private func registerFetched(_ snapshot: ObjectSnapshot) -> ManagedObject {
+        let object = self.object(for: snapshot.objectID)
+        if object.faultState == .fault {
+            object.apply(snapshot)
+            object.awakeFromFetch()
+        }
+        return object
+    }
+
+    /// Unsaved objects of the request's entity (inserted, changed, deleted).
+    private func pendingObjects<Result>(of request: FetchRequest<Result>) -> [ManagedObject] {
+        func matches(_ object: ManagedObject) -> Bool {
+            request.includesSubentities ? object.entity.isKind(of: request.entityName) : object.entity.name == request.entityName
+        }
+        return (inserted + updated + deleted).filter(matches)
+    }
+}
+
+extension AttributeValue {
+    /// The value as the Swift value a caller expects (`Int64`, `String`, `Date`, …).
+    var sendableValue: any Sendable {
+        switch self {
+        case .integer(let n): n
+        case .double(let d): d
+        case .float(let f): f
+        case .boolean(let b): b
+        case .string(let s): s
+        case .date(let d): d
+        case .binaryData(let d): d
+        case .uuid(let u): u
+        case .uri(let u): u
+        case .decimal(let d): d
+        case .transformable(let d): d
+        }
+    }
+}

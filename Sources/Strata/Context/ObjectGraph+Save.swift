@@ -1,0 +1,125 @@
+import Foundation
+
+extension ObjectGraph {
+    /// Saves every pending change to the stores, all or nothing.
+    ///
+    /// In order: delete rules run; new objects reached from changed ones come in;
+    /// ``ManagedObject/willSave()`` is called on each object to save; every object is
+    /// validated (`validateForInsert`, `validateForUpdate`, `validateForDelete`) and
+    /// every failure is thrown together; the changes are written in one write job
+    /// (permanent IDs assigned, row versions checked and bumped); then objects take their
+    /// permanent IDs and committed values, deleted objects leave, and
+    /// ``ManagedObject/didSave()`` is called on each.
+    ///
+    /// - Throws: ``StrataError/validation(_:)`` with every failure;
+    ///   ``StrataError/mergeConflicts(_:)`` when rows changed underneath;
+    ///   ``StrataError/noStore(entity:)``, ``StrataError/invalidObjectState(_:reason:)``
+    ///   for a relationship between stores; storage errors. Nothing is written then, and
+    ///   the context keeps its changes.
+    func save() throws {
+        try propagateDeletes()
+        try adoptNewDestinations()
+        guard hasChanges else { return }
+        let inserted = self.inserted, updated = self.updated, deleted = self.deleted
+        for object in inserted + updated + deleted { object.willSave() }
+        // willSave may change or insert more.
+        try propagateDeletes()
+        try adoptNewDestinations()
+        let toInsert = self.inserted, toUpdate = self.updated, toDelete = self.deleted
+
+        var failures: [ValidationFailure] = []
+        func collect(_ check: () throws -> Void) throws {
+            do { try check() } catch StrataError.validation(let found) { failures += found }
+        }
+        for object in toInsert { try collect(object.validateForInsert) }
+        for object in toUpdate { try collect(object.validateForUpdate) }
+        for object in toDelete { try collect(object.validateForDelete) }
+        guard failures.isEmpty else { throw StrataError.validation(failures) }
+
+        var saves: [ObjectIdentifier: StoreSave] = [:]
+        var order: [ObjectIdentifier] = []
+        func add(_ store: PersistentStore, _ change: (inout StoreSave) -> Void) {
+            let key = ObjectIdentifier(store)
+            if saves[key] == nil {
+                saves[key] = StoreSave(store: store)
+                order.append(key)
+            }
+            change(&saves[key]!)
+        }
+        var storeOfObject: [ObjectIdentifier: PersistentStore] = [:]
+        for object in toInsert {
+            let store = object.objectID.isTemporaryID ? try store(forNew: object) : try coordinator.store(of: object.objectID)
+            storeOfObject[ObjectIdentifier(object)] = store
+            add(store) { $0.inserted.append(object.makeSnapshot()) }
+        }
+        for object in toUpdate {
+            let store = try coordinator.store(of: object.objectID)
+            storeOfObject[ObjectIdentifier(object)] = store
+            add(store) { $0.updated.append(object.makeSnapshot()) }
+        }
+        for object in toDelete {
+            let store = try coordinator.store(of: object.objectID)
+            add(store) { $0.deleted.append(StoreChanges.Deletion(objectID: object.objectID, expectedVersion: object.rowVersion)) }
+        }
+        try checkStores(toInsert + toUpdate, storeOfObject)
+
+        let outcome = try coordinator.save(order.map { saves[$0]! })
+
+        for object in toInsert {
+            let permanent = outcome.permanentIDs[object.objectID] ?? object.objectID
+            if permanent != object.objectID { reregister(object, as: permanent) }
+            object.didCommit(permanentID: nil, version: outcome.versions[permanent] ?? 1)
+        }
+        for object in toUpdate {
+            object.didCommit(permanentID: nil, version: outcome.versions[object.objectID] ?? object.rowVersion + 1)
+        }
+        for object in toDelete {
+            forget(object)
+        }
+        clearChanges()
+        for object in toInsert + toUpdate + toDelete { object.didSave() }
+    }
+
+    /// Objects reached through relationships of inserted or changed objects that are in
+    /// no context yet are inserted too (a graph built before it was inserted).
+    private func adoptNewDestinations() throws {
+        for object in inserted + updated {
+            for slot in object.entity.relationships.indices {
+                let storage = object.relationshipValues[slot]
+                if case .notLoaded = storage { continue }
+                for destination in storage.objects where destination.owner == nil && destination.objectID.isTemporaryID {
+                    try insert(destination)
+                }
+            }
+        }
+    }
+
+    /// Relationships cannot cross stores: each object's destinations must be saved to
+    /// (or live in) the same store.
+    private func checkStores(_ objects: [ManagedObject], _ stores: [ObjectIdentifier: PersistentStore]) throws {
+        for object in objects {
+            guard let store = stores[ObjectIdentifier(object)] else { continue }
+            for slot in object.entity.relationships.indices {
+                for destination in object.relationshipValues[slot].objects where !destination.isDeleted {
+                    if destination.owner !== self {
+                        throw StrataError.invalidObjectState(
+                            destination.objectID, reason: "\(object.entity.name).\(object.entity.relationships[slot].name) refers to it, but it is in another context (or none)")
+                    }
+                    let other = try stores[ObjectIdentifier(destination)]
+                        ?? (destination.objectID.isTemporaryID ? self.store(forNew: destination) : coordinator.store(of: destination.objectID))
+                    if other !== store {
+                        throw StrataError.invalidObjectState(
+                            object.objectID, reason: "\(object.entity.name).\(object.entity.relationships[slot].name) leads to an object in another store; relationships cannot cross stores")
+                    }
+                }
+            }
+        }
+    }
+
+    /// A saved deletion: the object leaves the context.
+    private func forget(_ object: ManagedObject) {
+        unregister(object)
+        object.owner = nil
+        object.faultState = .inaccessible
+    }
+}

@@ -1,0 +1,406 @@
+import Foundation
+
+/// The objects of one context and everything it knows about them: registration (one
+/// instance per object ID), pending inserts, updates and deletes, assigned stores.
+///
+/// A plain, non-`Sendable` class owned by its ``ManagedObjectContext`` actor: it lives
+/// in the context's isolation region together with the context's objects, so objects
+/// call it synchronously (it is their ``ManagedObjectOwner``) with no lock and no hop.
+final class ObjectGraph: ManagedObjectOwner {
+    /// Where rows come from and saves go.
+    let coordinator: PersistentStoreCoordinator
+    /// The model of the coordinator.
+    var model: ManagedObjectModel { coordinator.managedObjectModel }
+
+    /// Whether every registered object is held strongly (otherwise only objects with
+    /// changes are, and the rest go when nothing else holds them).
+    var retainsRegisteredObjects = false {
+        didSet { rebalance() }
+    }
+    /// Whether an object whose row is gone becomes a deleted object (true) or stays
+    /// inaccessible and throws at the access point (false).
+    var shouldDeleteInaccessibleFaults = true
+    /// Consulted before an inaccessible fault is handled: return false to leave the
+    /// object inaccessible whatever ``shouldDeleteInaccessibleFaults`` says.
+    var inaccessibleFaultHandler: ((ManagedObject, ManagedObjectID, String?) -> Bool)?
+    /// Whether deletes propagate (delete rules) at the end of each block
+    /// (``processPendingChanges()``) rather than only at save.
+    var propagatesDeletesAtEndOfEvent = true
+
+    /// Registered objects by ID.
+    private var table: [ManagedObjectID: Registration] = [:]
+    /// Inserted objects, in insertion order.
+    private(set) var inserted: [ManagedObject] = []
+    /// Deleted objects, in deletion order.
+    private(set) var deleted: [ManagedObject] = []
+    /// Objects changed since the last save (strongly held until then).
+    private var changed: [ObjectIdentifier: ManagedObject] = [:]
+    /// Stores chosen with `assign(_:to:)`.
+    private var assignedStores: [ObjectIdentifier: PersistentStore] = [:]
+    /// Deleted objects whose delete rules have not run yet.
+    private var pendingDeletes: [ManagedObject] = []
+
+    private struct Registration {
+        weak var weakObject: ManagedObject?
+        var strongObject: ManagedObject?
+        var object: ManagedObject? { strongObject ?? weakObject }
+    }
+
+    init(coordinator: PersistentStoreCoordinator) {
+        self.coordinator = coordinator
+    }
+
+    // MARK: Registration
+
+    /// The registered object for `id`, if any.
+    func registeredObject(for id: ManagedObjectID) -> ManagedObject? {
+        if let object = table[id]?.object { return object }
+        table[id] = nil
+        return nil
+    }
+
+    /// Every registered object still alive.
+    var registeredObjects: [ManagedObject] {
+        table = table.filter { $0.value.object != nil }
+        return table.values.compactMap(\.object)
+    }
+
+    /// Registers `object` under its ID, strongly when it must stay.
+    private func register(_ object: ManagedObject) {
+        let strong = retainsRegisteredObjects || object.hasChanges || changed[ObjectIdentifier(object)] != nil
+        table[object.objectID] = Registration(weakObject: object, strongObject: strong ? object : nil)
+    }
+
+    /// Holds `object` strongly (it has changes) or weakly (it has none).
+    private func retain(_ object: ManagedObject, strongly: Bool) {
+        guard table[object.objectID]?.object === object else { return }
+        table[object.objectID]?.strongObject = strongly || retainsRegisteredObjects ? object : nil
+    }
+
+    private func rebalance() {
+        for object in registeredObjects {
+            retain(object, strongly: object.hasChanges || changed[ObjectIdentifier(object)] != nil)
+        }
+    }
+
+    /// Removes `object` from the registration table.
+    func unregister(_ object: ManagedObject) {
+        if table[object.objectID]?.object === object { table[object.objectID] = nil }
+    }
+
+    /// Moves `object` to its new ID (a permanent one after a save or `obtainPermanentIDs`).
+    func reregister(_ object: ManagedObject, as id: ManagedObjectID) {
+        let registration = table.removeValue(forKey: object.objectID)
+        object.objectID = id
+        table[id] = registration ?? Registration(weakObject: object, strongObject: nil)
+    }
+
+    /// The object for `id`: the registered one, or a new fault of the entity's class.
+    /// Touches no store.
+    func object(for id: ManagedObjectID) -> ManagedObject {
+        if let registered = registeredObject(for: id) { return registered }
+        let entity = model.entitiesByName[id.entityName] ?? EntityDescription(name: id.entityName)
+        let object = entity.managedObjectClass.init(entity: entity)
+        object.becomeFault(for: id, owner: self)
+        register(object)
+        return object
+    }
+
+    /// The object for `id` with its values read (from memory, or else the store).
+    ///
+    /// - Throws: ``StrataError/objectNotFound(_:)`` when the object is neither
+    ///   registered (as an accessible object) nor stored; a storage error.
+    func existingObject(for id: ManagedObjectID) throws -> ManagedObject {
+        if let registered = registeredObject(for: id) {
+            if registered.isDeleted && !registered.isInserted && registered.faultState == .inaccessible {
+                throw StrataError.objectNotFound(id)
+            }
+            if registered.faultState != .fault { return registered }
+            guard let snapshot = try read(id) else { throw StrataError.objectNotFound(id) }
+            registered.apply(snapshot)
+            registered.awakeFromFetch()
+            return registered
+        }
+        guard !id.isTemporaryID, let snapshot = try read(id) else { throw StrataError.objectNotFound(id) }
+        let object = self.object(for: id)
+        object.apply(snapshot)
+        object.awakeFromFetch()
+        return object
+    }
+
+    /// The stored row of `id`; nil when it does not exist or its store is not added.
+    private func read(_ id: ManagedObjectID) throws -> ObjectSnapshot? {
+        guard !id.isTemporaryID, coordinator.persistentStore(for: id) != nil else { return nil }
+        return try coordinator.snapshot(of: id)
+    }
+
+    // MARK: ManagedObjectOwner
+
+    func snapshotForFault(of object: ManagedObject) throws(StrataError) -> ObjectSnapshot {
+        do {
+            guard let snapshot = try read(object.objectID) else { throw StrataError.inaccessibleFault(object.objectID) }
+            return snapshot
+        } catch let error as StrataError {
+            throw error
+        } catch {
+            throw .inaccessibleFault(object.objectID)
+        }
+    }
+
+    func destinations(of object: ManagedObject, relationship: RelationshipDescription) throws(StrataError) -> [ManagedObjectID] {
+        guard !object.objectID.isTemporaryID, coordinator.persistentStore(for: object.objectID) != nil else { return [] }
+        do {
+            return try coordinator.destinations(of: object.objectID, relationship: relationship.name)
+        } catch let error as StrataError {
+            throw error
+        } catch {
+            throw .inaccessibleFault(object.objectID)
+        }
+    }
+
+    func objectWillChange(_ object: ManagedObject, key: String) {
+        guard changed[ObjectIdentifier(object)] == nil else { return }
+        changed[ObjectIdentifier(object)] = object
+        retain(object, strongly: true)
+    }
+
+    func handleInaccessibleFault(_ object: ManagedObject, property: String?, error: StrataError) -> Bool {
+        if let handler = inaccessibleFaultHandler, !handler(object, object.objectID, property) { return false }
+        guard shouldDeleteInaccessibleFaults else { return false }
+        // The row is gone: the object reads as deleted, with nil and zero values.
+        object.attributeValues = Array(repeating: nil, count: object.entity.attributes.count)
+        object.relationshipValues = object.entity.relationships.map { $0.isToMany ? .toMany(ToManyStorage(isOrdered: $0.isOrdered)) : .toOne(nil) }
+        object.faultState = .fulfilled
+        return true
+    }
+
+    // MARK: Inserting and deleting
+
+    /// Adds a new object: it gets its context, a temporary ID if it has none, and
+    /// ``ManagedObject/awakeFromInsert()``.
+    ///
+    /// - Throws: ``StrataError/unknownEntity(_:)`` when the model has no such entity (or
+    ///   it is abstract); ``StrataError/invalidObjectState(_:reason:)`` when the object
+    ///   belongs to another context or was saved already.
+    func insert(_ object: ManagedObject) throws {
+        if object.owner === self {
+            if object.isDeleted && object.isInserted == false && pendingOrDeleted(object) {
+                undelete(object)
+            }
+            return
+        }
+        guard object.owner == nil else {
+            throw StrataError.invalidObjectState(object.objectID, reason: "it belongs to another context")
+        }
+        guard object.objectID.isTemporaryID else {
+            throw StrataError.invalidObjectState(object.objectID, reason: "it was saved already; fetch it in this context instead")
+        }
+        guard let entity = model.entitiesByName[object.entity.name], !entity.isAbstract else {
+            throw StrataError.unknownEntity(object.entity.name)
+        }
+        if entity !== object.entity { object.adopt(entity) }
+        object.owner = self
+        object.insertedFlag = true
+        object.deletedFlag = false
+        inserted.append(object)
+        changed[ObjectIdentifier(object)] = object
+        register(object)
+        object.awakeFromInsert()
+        // Objects it already points to (a graph built before inserting) come along.
+        for slot in entity.relationships.indices {
+            for destination in object.relationshipValues[slot].objects where destination.owner == nil {
+                try insert(destination)
+            }
+        }
+    }
+
+    private func pendingOrDeleted(_ object: ManagedObject) -> Bool {
+        deleted.contains { $0 === object }
+    }
+
+    private func undelete(_ object: ManagedObject) {
+        deleted.removeAll { $0 === object }
+        pendingDeletes.removeAll { $0 === object }
+        object.deletedFlag = false
+    }
+
+    /// Deletes `object` at the next save. An object inserted and not yet saved simply
+    /// leaves the context. Delete rules run at the end of the block
+    /// (``propagatesDeletesAtEndOfEvent``) or at save.
+    ///
+    /// - Throws: ``StrataError/invalidObjectState(_:reason:)`` for an object of
+    ///   another context.
+    func delete(_ object: ManagedObject) throws {
+        guard object.owner === self else {
+            throw StrataError.invalidObjectState(object.objectID, reason: "it does not belong to this context")
+        }
+        guard !object.isDeleted else { return }
+        object.prepareForDeletion()
+        if object.isInserted {
+            inserted.removeAll { $0 === object }
+            object.insertedFlag = false
+            object.deletedFlag = true
+            pendingDeletes.append(object)
+            return
+        }
+        object.deletedFlag = true
+        deleted.append(object)
+        pendingDeletes.append(object)
+        changed[ObjectIdentifier(object)] = object
+        retain(object, strongly: true)
+    }
+
+    /// Runs the delete rules of objects deleted since the last call: nullify removes
+    /// them from their destinations' inverses, cascade deletes the destinations, deny
+    /// and no action leave them (deny is checked at save).
+    func propagateDeletes() throws {
+        while !pendingDeletes.isEmpty {
+            let batch = pendingDeletes
+            pendingDeletes = []
+            for object in batch {
+                for (slot, relationship) in object.entity.relationships.enumerated() {
+                    switch relationship.deleteRule {
+                    case .noAction, .deny:
+                        continue
+                    case .nullify:
+                        guard object.loadRelationshipIfNeeded(slot) else { continue }
+                        for destination in object.relationshipValues[slot].objects {
+                            object.removeDestination(destination, slot: slot)
+                        }
+                    case .cascade:
+                        guard object.loadRelationshipIfNeeded(slot) else { continue }
+                        for destination in object.relationshipValues[slot].objects where !destination.isDeleted {
+                            try delete(destination)
+                        }
+                        for destination in object.relationshipValues[slot].objects {
+                            object.removeDestination(destination, slot: slot)
+                        }
+                    }
+                }
+                if !object.isInserted && !deleted.contains(where: { $0 === object }) {
+                    // An inserted-then-deleted object: it leaves the context entirely.
+                    table[object.objectID] = nil
+                    changed[ObjectIdentifier(object)] = nil
+                    assignedStores[ObjectIdentifier(object)] = nil
+                    object.owner = nil
+                    object.deletedFlag = false
+                }
+            }
+        }
+    }
+
+    // MARK: State
+
+    /// Objects changed since the last save, neither inserted nor deleted.
+    var updated: [ManagedObject] {
+        changed.values.filter { $0.isUpdated }.sorted { FetchSorting.tieBreak($0.objectID, $1.objectID) }
+    }
+
+    /// Whether anything is unsaved.
+    var hasChanges: Bool {
+        !inserted.isEmpty || !deleted.isEmpty || changed.values.contains { $0.isUpdated } || !pendingDeletes.isEmpty
+    }
+
+    /// The store `object` goes to.
+    func assign(_ object: ManagedObject, to store: PersistentStore) throws {
+        guard object.owner === self else {
+            throw StrataError.invalidObjectState(object.objectID, reason: "it does not belong to this context")
+        }
+        guard object.objectID.isTemporaryID else {
+            throw StrataError.invalidObjectState(object.objectID, reason: "it is already in \(coordinator.persistentStore(for: object.objectID)?.description ?? "a store")")
+        }
+        guard coordinator.persistentStores.contains(store), store.holds(object.entity.name) else {
+            throw StrataError.noStore(entity: object.entity.name)
+        }
+        assignedStores[ObjectIdentifier(object)] = store
+    }
+
+    /// The store a new object will be saved to.
+    func store(forNew object: ManagedObject) throws -> PersistentStore {
+        if let store = assignedStores[ObjectIdentifier(object)] { return store }
+        return try coordinator.defaultStore(for: object.entity.name)
+    }
+
+    /// Gives `objects` permanent IDs now (inserted ones; others keep theirs).
+    func obtainPermanentIDs(for objects: [ManagedObject]) throws {
+        let pending = objects.filter { $0.objectID.isTemporaryID && $0.owner === self }
+        guard !pending.isEmpty else { return }
+        let requests = try pending.map { (entityName: $0.entity.name, store: try store(forNew: $0)) }
+        let ids = try coordinator.makePermanentIDs(requests)
+        for (object, id) in zip(pending, ids) { reregister(object, as: id) }
+    }
+
+    // MARK: Forgetting
+
+    /// Clears the change sets after a save or rollback.
+    func clearChanges() {
+        inserted = []
+        deleted = []
+        pendingDeletes = []
+        changed = [:]
+        assignedStores = [:]
+        rebalance()
+    }
+
+    /// Forgets every object: they leave the context, inaccessible.
+    func reset() {
+        for object in registeredObjects + inserted + deleted {
+            object.owner = nil
+            object.faultState = .inaccessible
+            object.insertedFlag = false
+            object.deletedFlag = false
+        }
+        table = [:]
+        clearChanges()
+    }
+
+    /// Puts every object back as it was at the last save or fetch: inserted objects
+    /// leave, deleted ones come back, changed ones get their committed values.
+    func rollback() {
+        for object in inserted {
+            table[object.objectID] = nil
+            object.owner = nil
+            object.insertedFlag = false
+        }
+        for object in changed.values where !object.isInserted && object.owner === self {
+            object.deletedFlag = false
+            object.revertToCommitted()
+        }
+        for object in pendingDeletes where object.owner === self { object.deletedFlag = false }
+        clearChanges()
+    }
+
+    /// Refreshes `object`: with `mergeChanges`, re-reads its stored values and keeps its
+    /// unsaved changes on top; without, discards its changes and turns it into a fault.
+    func refresh(_ object: ManagedObject, mergeChanges: Bool) throws {
+        guard object.owner === self, !object.isInserted else { return }
+        guard mergeChanges else {
+            changed[ObjectIdentifier(object)] = nil
+            object.deletedFlag = false
+            deleted.removeAll { $0 === object }
+            object.turnIntoFault()
+            retain(object, strongly: false)
+            return
+        }
+        guard object.faultState == .fulfilled else { return }
+        let local = object.hasPersistentChangedValues ? object.makeSnapshot() : nil
+        let committed = object.makeCommittedSnapshot()
+        guard let stored = try read(object.objectID) else { return }
+        object.apply(stored)
+        guard let local, let committed else { return }
+        // Local changes win over the stored values, property by property.
+        for slot in object.entity.attributes.indices where local.attributes[slot] != committed.attributes[slot] {
+            object.attributeValues[slot] = local.attributes[slot]
+            object.isModified = true
+        }
+        for slot in object.entity.relationships.indices where local.relationships[slot] != committed.relationships[slot] {
+            if case .toOne(let id) = local.relationships[slot] {
+                object.relationshipValues[slot] = .toOne(id.map(self.object(for:)))
+                object.isModified = true
+            } else if case .toMany(let ids) = local.relationships[slot] {
+                object.relationshipValues[slot] = .toMany(ToManyStorage(isOrdered: object.entity.relationships[slot].isOrdered, objects: ids.map(self.object(for:))))
+                object.isModified = true
+            }
+        }
+    }
+}
