@@ -9,6 +9,8 @@ actor Probe: BlockPerformingActor {
     nonisolated let executor: ContextExecutor
     nonisolated var contextExecutor: ContextExecutor { executor }
     nonisolated var unownedExecutor: UnownedSerialExecutor { executor.unownedExecutor }
+    /// The legacy lock, as the context will own it.
+    nonisolated let contextLock: ContextLock
 
     /// Incremented by tests.
     var count = 0
@@ -23,6 +25,7 @@ actor Probe: BlockPerformingActor {
 
     init(_ executor: ContextExecutor) {
         self.executor = executor
+        contextLock = ContextLock(executor: executor)
     }
 
     /// A probe on a new private queue.
@@ -49,6 +52,15 @@ actor Probe: BlockPerformingActor {
     nonisolated func performAndWait<T: Sendable>(_ body: (isolated Probe) throws -> T) rethrows -> T {
         try performBlockAndWait(body)
     }
+
+    @available(*, noasync)
+    nonisolated func lock() { contextLock.lock() }
+
+    @available(*, noasync)
+    nonisolated func tryLock() -> Bool { contextLock.tryLock() }
+
+    @available(*, noasync)
+    nonisolated func unlock() throws(ContextLockError) { try contextLock.unlock() }
 
     func blockDidFinish(_ block: PerformedBlock) {
         finished.append(block)

@@ -65,9 +65,18 @@ final class MainQueueRelay: Sendable {
         started.signal()
         while true {
             wake.wait()
-            guard let next = request.withLock({ $0.take() }) else { return }
-            ExecutorOwnership.lend(next.holdings, next.block)
+            guard serveRequest() else { return }
             done.signal()
         }
+    }
+
+    /// Runs the pending request; false when it was "finish". A function of its own so
+    /// that every reference to the block is gone when it returns, before the sender may
+    /// go on: the sender checks that the block did not escape its
+    /// `withoutActuallyEscaping` scope.
+    private func serveRequest() -> Bool {
+        guard let next = request.withLock({ $0.take() }) else { return false }
+        ExecutorOwnership.lend(next.holdings, next.block)
+        return true
     }
 }
