@@ -1,0 +1,181 @@
+import Dispatch
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The identity of one serial execution context: a private queue or the main queue.
+///
+/// A context's executor is known by this object, never by its queue: the identity is
+/// the value of ``ExecutorOwnership/queueKey`` on the queue it names, and the entries of
+/// the per-thread ownership stack. It holds no reference to its executor, so a queue
+/// that carries it as a queue-specific value makes no retain cycle.
+final class ExecutorIdentity: Sendable, CustomStringConvertible {
+    /// The label of the queue it names, for messages.
+    let label: String
+
+    /// An identity for the queue labelled `label`.
+    init(label: String) {
+        self.label = label
+    }
+
+    /// The main queue's identity, registered on `DispatchQueue.main` the first time it
+    /// is read. Swift initialises a static once and atomically, so the queue-specific
+    /// value is set exactly once, before anyone can compare against it.
+    static let mainQueue: ExecutorIdentity = {
+        let identity = ExecutorIdentity(label: "main queue")
+        DispatchQueue.main.setSpecific(key: ExecutorOwnership.queueKey, value: identity)
+        return identity
+    }()
+
+    /// The label.
+    var description: String { label }
+}
+
+/// One entry of the per-thread ownership stack: an executor the thread holds, and, for
+/// a main-queue lock taken off the main queue, the relay that runs blocks there.
+struct ExecutorHolding {
+    /// The executor held.
+    let identity: ExecutorIdentity
+    /// The job parked on the main queue for a ``ContextLock`` held off the main queue:
+    /// blocks for the main queue go through it. Nil for every other holding.
+    let relay: MainQueueRelay?
+
+    /// A plain holding of `identity`.
+    init(_ identity: ExecutorIdentity, relay: MainQueueRelay? = nil) {
+        self.identity = identity
+        self.relay = relay
+    }
+}
+
+/// Which executors the current thread holds: the per-thread ownership stack.
+///
+/// A thread holds an executor while it runs one of its jobs, while it is inside a
+/// synchronous `performAndWait` on it, and while it holds its ``ContextLock``.
+/// ``PrivateQueueExecutor/checkIsolated()`` and the reentrancy of `performAndWait`
+/// consult this stack.
+///
+/// Why a stack, and why per thread:
+/// - `DispatchQueue.getSpecific` sees only the innermost queue the thread is draining.
+///   In A→B→A (a block on A waits in `B.sync`, and B's block asks for A) it answers B,
+///   and a `A.sync` from there traps in libdispatch ("dispatch_sync called on queue
+///   already owned by current thread"). The stack still lists A, so the inner request
+///   runs inline: A's queue is blocked on this very thread, so nothing else can run on
+///   it.
+/// - A `@TaskLocal` cannot do this: `performAndWait` is synchronous and is called from
+///   plain threads and dispatch blocks, which have no task, and a task-local value
+///   cannot be bound around a `DispatchQueue.sync` block that may run on another thread
+///   (the main queue's). A thread-local (a pthread key) follows the code that actually
+///   runs, and a holder that blocks while another thread works for it lends its stack
+///   explicitly (``lend(_:_:)``).
+enum ExecutorOwnership {
+    /// The queue-specific key whose value on a queue is that queue's identity.
+    static let queueKey = DispatchSpecificKey<ExecutorIdentity>()
+
+    /// The executor whose queue the current thread is draining right now, if it is one
+    /// of Strata's (a private queue, or the main queue).
+    static var currentQueue: ExecutorIdentity? {
+        _ = ExecutorIdentity.mainQueue  // registers the main queue's value first
+        return DispatchQueue.getSpecific(key: queueKey)
+    }
+
+    /// Whether the current thread holds `identity`: it is draining its queue, or the
+    /// ownership stack lists it.
+    static func holds(_ identity: ExecutorIdentity) -> Bool {
+        currentQueue === identity || stackHolding(identity) != nil
+    }
+
+    /// The innermost holding of `identity` on the ownership stack (not the queue the
+    /// thread is draining).
+    static func stackHolding(_ identity: ExecutorIdentity) -> ExecutorHolding? {
+        guard let stack = existingStack else { return nil }
+        return stack.holdings.last { $0.identity === identity }
+    }
+
+    /// Everything the current thread holds: its stack and the queue it is draining.
+    /// What a thread lends to another that works for it while it waits.
+    static var holdings: [ExecutorHolding] {
+        (existingStack?.holdings ?? []) + unlistedQueue
+    }
+
+    /// The queue the current thread drains, as a holding, unless the stack lists it
+    /// already (jobs of the main actor are run by the runtime, which pushes nothing).
+    /// Empty when the thread drains none of Strata's queues.
+    static var unlistedQueue: [ExecutorHolding] {
+        guard let queue = currentQueue, stackHolding(queue) == nil else { return [] }
+        return [ExecutorHolding(queue)]
+    }
+
+    /// Runs `body` with `holding` pushed on the current thread's stack.
+    static func withHolding<T, E: Error>(
+        _ holding: ExecutorHolding, _ body: () throws(E) -> T
+    ) throws(E) -> T {
+        let stack = self.stack
+        stack.holdings.append(holding)
+        defer { stack.holdings.removeLast() }
+        return try body()
+    }
+
+    /// Runs `body` with `holdings` (lent by a thread that waits for this one) pushed on
+    /// the current thread's stack. Lending is safe because the lender is blocked until
+    /// `body` returns: the two threads never use the lent executors at the same time.
+    static func lend<T, E: Error>(
+        _ holdings: [ExecutorHolding], _ body: () throws(E) -> T
+    ) throws(E) -> T {
+        guard !holdings.isEmpty else { return try body() }
+        let stack = self.stack
+        let depth = stack.holdings.count
+        stack.holdings.append(contentsOf: holdings)
+        defer { stack.holdings.removeSubrange(depth...) }
+        return try body()
+    }
+
+    /// Pushes `holding` until a matching ``pop(_:)``: for a lock that outlives a call.
+    static func push(_ holding: ExecutorHolding) {
+        stack.holdings.append(holding)
+    }
+
+    /// Removes the innermost holding of `identity`; false when the stack has none.
+    @discardableResult
+    static func pop(_ identity: ExecutorIdentity) -> Bool {
+        guard let stack = existingStack,
+              let index = stack.holdings.lastIndex(where: { $0.identity === identity })
+        else { return false }
+        stack.holdings.remove(at: index)
+        return true
+    }
+
+    // MARK: The thread-local storage
+
+    /// One thread's stack. Only its own thread reads or writes it.
+    private final class Stack {
+        var holdings: [ExecutorHolding] = []
+    }
+
+    // Swift initialises a static exactly once, atomically, so the key is created once.
+    // The destructor releases a thread's stack when the thread exits.
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        let status = pthread_key_create(&key) { pointer in
+            guard let pointer else { return }
+            Unmanaged<AnyObject>.fromOpaque(pointer).release()
+        }
+        precondition(status == 0, "Strata: pthread_key_create failed (\(status))")
+        return key
+    }()
+
+    /// The current thread's stack, if it ever had one.
+    private static var existingStack: Stack? {
+        guard let pointer = pthread_getspecific(key) else { return nil }
+        return Unmanaged<Stack>.fromOpaque(pointer).takeUnretainedValue()
+    }
+
+    /// The current thread's stack, created on first use.
+    private static var stack: Stack {
+        if let stack = existingStack { return stack }
+        let stack = Stack()
+        pthread_setspecific(key, Unmanaged.passRetained(stack).toOpaque())
+        return stack
+    }
+}
