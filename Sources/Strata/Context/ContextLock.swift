@@ -10,14 +10,14 @@ import Musl
 ///
 /// Misuse of the legacy lock never traps: it throws this instead, so a stray `unlock()`
 /// is reported where it happens and changes nothing.
-enum ContextLockError: Error, Sendable, Hashable, CustomStringConvertible {
+public enum ContextLockError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The calling thread does not hold the lock of the context on the named queue (it
     /// never locked it, already unlocked it as often as it locked it, or another thread
     /// holds it).
     case notHeldByCurrentThread(queue: String)
 
     /// A sentence describing the error.
-    var description: String {
+    public var description: String {
         switch self {
         case .notHeldByCurrentThread(let queue):
             "unlock() was called on a thread that does not hold the lock of the context on '\(queue)'"

@@ -1,0 +1,163 @@
+import Foundation
+
+// Registering, fetching, changing and saving objects: the context's side of Core Data's
+// NSManagedObjectContext, forwarded to its object graph inside the context's isolation.
+extension ManagedObjectContext {
+    // MARK: Registering and fetching
+
+    /// The object registered for `id` in this context, or nil. Touches no store.
+    public func registeredObject(for id: ManagedObjectID) -> ManagedObject? {
+        graph.registeredObject(for: id)
+    }
+
+    /// The object for `id`: the registered one, or a new fault for it. Touches no store:
+    /// when no such row exists, the first access to the object's values finds out (see
+    /// ``shouldDeleteInaccessibleFaults``).
+    public func object(with id: ManagedObjectID) -> ManagedObject {
+        graph.object(for: id)
+    }
+
+    /// The object for `id`, with its values: the registered one (its unsaved values
+    /// untouched), or else read from its store.
+    ///
+    /// - Throws: ``StrataError/objectNotFound(_:)`` when it is neither registered nor stored.
+    public func existingObject(with id: ManagedObjectID) throws -> ManagedObject {
+        try graph.existingObject(for: id)
+    }
+
+    /// Every object registered in the context (those still alive when
+    /// ``retainsRegisteredObjects`` is false).
+    public var registeredObjects: Set<ManagedObject> { Set(graph.registeredObjects) }
+
+    /// Whether the context holds every registered object strongly. When false (the
+    /// default), it holds only inserted, updated and deleted objects; the others stay
+    /// registered while something else holds them.
+    public var retainsRegisteredObjects: Bool {
+        get { graph.retainsRegisteredObjects }
+        set { graph.retainsRegisteredObjects = newValue }
+    }
+
+    /// The objects `request` matches, with this context's unsaved changes taken into
+    /// account (see <doc:ContextsAndConcurrency>), in the request's result type.
+    ///
+    /// - Throws: ``StrataError`` for an unknown entity or key, a result type that does
+    ///   not fit `Result`, or a storage failure; ``FetchPredicateError``.
+    public func fetch<Result>(_ request: FetchRequest<Result>) throws -> [Result] {
+        try graph.fetch(request)
+    }
+
+    /// The number of objects `request` would fetch (its window applied).
+    public func count<Result>(for request: FetchRequest<Result>) throws -> Int {
+        try graph.count(for: request)
+    }
+
+    // MARK: Changing objects
+
+    /// Adds a new object to the context, with a temporary ID until it is saved, and calls
+    /// its ``ManagedObject/awakeFromInsert()``. New objects it already points to come
+    /// along.
+    ///
+    /// - Throws: ``StrataError/unknownEntity(_:)`` for an entity the model lacks (or an
+    ///   abstract one); ``StrataError/invalidObjectState(_:reason:)`` for an object of
+    ///   another context or one already saved.
+    public func insert(_ object: ManagedObject) throws {
+        try graph.insert(object)
+    }
+
+    /// Deletes `object` at the next save. An object inserted since the last save simply
+    /// leaves the context: it is not in ``deletedObjects``. Delete rules run at the end
+    /// of the current block (``propagatesDeletesAtEndOfEvent``) or at save.
+    public func delete(_ object: ManagedObject) throws {
+        try graph.delete(object)
+    }
+
+    /// Objects inserted since the last save.
+    public var insertedObjects: Set<ManagedObject> { Set(graph.inserted) }
+    /// Objects changed since the last save (neither inserted nor deleted).
+    public var updatedObjects: Set<ManagedObject> { Set(graph.updated) }
+    /// Objects deleted since the last save (not those inserted since).
+    public var deletedObjects: Set<ManagedObject> { Set(graph.deleted) }
+    /// Whether the context has unsaved changes.
+    public var hasChanges: Bool { graph.hasChanges }
+
+    /// Whether deletes propagate (delete rules) at the end of each block rather than
+    /// only at save. True by default.
+    public var propagatesDeletesAtEndOfEvent: Bool {
+        get { graph.propagatesDeletesAtEndOfEvent }
+        set { graph.propagatesDeletesAtEndOfEvent = newValue }
+    }
+
+    /// Whether an object whose row was deleted underneath becomes a deleted object with
+    /// nil and zero values when its fault fires (true, the default), or stays
+    /// inaccessible: typed accessors read defaults and ``ManagedObject/value(forKey:)``
+    /// throws ``StrataError/inaccessibleFault(_:)``.
+    public var shouldDeleteInaccessibleFaults: Bool {
+        get { graph.shouldDeleteInaccessibleFaults }
+        set { graph.shouldDeleteInaccessibleFaults = newValue }
+    }
+
+    /// Asked before an inaccessible fault is handled, with the object, its ID and the
+    /// property that fired it; return false to leave the object inaccessible whatever
+    /// ``shouldDeleteInaccessibleFaults`` says. Core Data's
+    /// `shouldHandleInaccessibleFault(_:for:triggeredByProperty:)`, as a handler.
+    public func setShouldHandleInaccessibleFault(
+        _ handler: ((_ object: ManagedObject, _ id: ManagedObjectID, _ property: String?) -> Bool)?
+    ) {
+        graph.inaccessibleFaultHandler = handler
+    }
+
+    /// Runs the delete rules of objects deleted since the last call. Every block run by
+    /// ``perform(schedule:_:)`` and ``performAndWait(_:)`` ends with it.
+    public func processPendingChanges() throws {
+        if graph.propagatesDeletesAtEndOfEvent { try graph.propagateDeletes() }
+    }
+
+    // MARK: Saving and discarding
+
+    /// Saves every unsaved change to the stores, all or nothing (see
+    /// <doc:ContextsAndConcurrency>).
+    ///
+    /// - Throws: ``StrataError/validation(_:)`` with every failure;
+    ///   ``StrataError/mergeConflicts(_:)``; ``StrataError/noStore(entity:)``; storage
+    ///   errors. Nothing is written then, and the context keeps its changes.
+    public func save() throws {
+        try graph.save()
+    }
+
+    /// Discards every unsaved change: inserted objects leave, deleted ones come back,
+    /// changed ones take their last saved or fetched values.
+    public func rollback() {
+        graph.rollback()
+    }
+
+    /// Forgets every object: they leave the context and can no longer be used.
+    public func reset() {
+        graph.reset()
+    }
+
+    /// Refreshes `object` from its store: with `mergeChanges`, its unsaved changes stay
+    /// on top of the stored values; without, they are discarded and it becomes a fault.
+    public func refresh(_ object: ManagedObject, mergeChanges: Bool) throws {
+        try graph.refresh(object, mergeChanges: mergeChanges)
+    }
+
+    /// Refreshes every registered object, keeping unsaved changes.
+    public func refreshAllObjects() throws {
+        for object in graph.registeredObjects {
+            try graph.refresh(object, mergeChanges: true)
+        }
+    }
+
+    /// Gives inserted objects their permanent IDs now (one write per store involved).
+    public func obtainPermanentIDs(for objects: [ManagedObject]) throws {
+        try graph.obtainPermanentIDs(for: objects)
+    }
+
+    /// Chooses the store a new object is saved to. Without it, an object goes to the
+    /// first store that can hold its entity.
+    ///
+    /// - Throws: ``StrataError/noStore(entity:)`` when `store` cannot hold the object.
+    public func assign(_ object: ManagedObject, to store: PersistentStore) throws {
+        try graph.assign(object, to: store)
+    }
+}
