@@ -58,7 +58,10 @@ public actor ManagedObjectContext: BlockPerformingActor {
 
     /// A context of `type` on `coordinator`'s stores.
     ///
-    /// - Parameter name: the context's name; a private queue is labelled with it.
+    /// - Parameters:
+    ///   - type: a private queue of its own, or the main queue.
+    ///   - coordinator: the coordinator whose stores the context reads and saves to.
+    ///   - name: the context's name; a private queue is labelled with it.
     public init(_ type: ConcurrencyType, coordinator: PersistentStoreCoordinator, name: String? = nil) {
         concurrencyType = type
         persistentStoreCoordinator = coordinator

@@ -7,7 +7,7 @@ extension ManagedObject {
     /// class and cached.
     ///
     /// Inverses are checked when you build a model from the classes
-    /// (``ManagedObjectModel/init(types:)``); this description on its own is not
+    /// (``ManagedObjectModel/init(types:configurations:)``); this description on its own is not
     /// checked. On `ManagedObject` itself it is an empty entity.
     public class func entity() -> EntityDescription {
         ClassEntityRegistry.shared.description(of: self).entity
