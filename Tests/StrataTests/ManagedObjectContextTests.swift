@@ -54,7 +54,7 @@ struct ManagedObjectContextTests {
             try context.delete(folder)
             return note.objectID
         }
-        try await context.perform { context in
+        await context.perform { context in
             let note = context.registeredObject(for: noteID)
             let deletedCount = context.deletedObjects.count
             #expect(note?.isDeleted == true)           // cascaded at the end of the last block
