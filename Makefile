@@ -6,7 +6,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DOCS := .build/docs
 SYMBOLS := $(DOCS)/symbol-graphs
 
-.PHONY: all deps run test bench bench-ratios docs fuzz clean
+.PHONY: all deps run test tsan bench bench-ratios docs fuzz clean
 
 all: test
 
@@ -26,6 +26,12 @@ run: deps
 ## The full test suite.
 test: deps
 	$(SWIFT) test
+
+## The concurrency suites (contexts, executors, coordinator, stores) under ThreadSanitizer,
+## in a scratch folder of their own. Any report fails the run.
+TSAN_SUITES ?= Context|ObjectGraph|Coordinator|StoreFileConcurrency|FetchPlanner
+tsan: deps
+	TSAN_OPTIONS=halt_on_error=1 $(SWIFT) test --sanitize=thread --scratch-path .build-tsan --filter '$(TSAN_SUITES)'
 
 ## Benchmarks (a separate package, so users never resolve benchmark-only dependencies).
 bench: deps
