@@ -121,6 +121,8 @@ extension BlockPerformingActor {
         return try rethrowing(outcome, for: body)
     }
 
+    /// What ``performBlock(schedule:_:)`` runs: the block's outcome as a `Result`, so
+    /// that only a synchronous call throws (see the type's discussion).
     nonisolated(nonsending)
     private func outcome<T: Sendable, E: Error>(
         of body: (isolated Self) throws(E) -> T, schedule: BlockSchedule
@@ -134,6 +136,7 @@ extension BlockPerformingActor {
                 return runInline(body, as: PerformedBlock(kind: .perform, isNested: true))
             }
         }
+        /// Hops onto the actor (an isolated call) with the block made escapable.
         nonisolated(nonsending) func hop(_ body: @escaping (isolated Self) throws(E) -> T) async -> Result<T, E> {
             await run(IsolatedBody(body), as: PerformedBlock(kind: .perform, isNested: false))
         }
@@ -169,6 +172,7 @@ extension BlockPerformingActor {
         try rethrowing(outcomeAndWait(of: body), for: body)
     }
 
+    /// What ``performBlockAndWait(_:)`` runs: the block's outcome as a `Result`.
     private nonisolated func outcomeAndWait<T: Sendable, E: Error>(
         of body: (isolated Self) throws(E) -> T
     ) -> Result<T, E> {
