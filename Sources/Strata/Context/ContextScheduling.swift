@@ -148,6 +148,12 @@ extension BlockPerformingActor {
     /// Schedules `body` on the actor and returns at once: the fire-and-forget
     /// `perform(_:)`. Blocks scheduled this way run in the order they were scheduled, in
     /// order with the executor's other jobs.
+    ///
+    /// Overloading note (measured on 6.3.1): with both `perform(_:)` and the async
+    /// `perform(schedule:_:)` declared, `context.perform { … }` in `async` code resolves
+    /// to the async one (the compiler then asks for `await`); only synchronous code
+    /// reaches the fire-and-forget one by that spelling. The context may want a second
+    /// spelling for async callers.
     nonisolated func enqueueBlock(_ body: @escaping @Sendable (isolated Self) -> Void) {
         contextExecutor.submit { [self] in
             assumeIsolated { context in
