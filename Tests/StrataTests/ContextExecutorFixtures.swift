@@ -171,6 +171,16 @@ final class TestRun: Sendable {
     }
 }
 
+/// Whether `thread` finishes within `seconds`, waited for on a helper thread so that no
+/// pooled thread blocks. Kept for tests written against it; prefer ``TestRun``, whose
+/// completion TSan sees (`TestThread.join(seconds:)` is a timed `DispatchSemaphore` wait,
+/// through which TSan sees no happens-before edge on 6.3.1).
+func joins(_ thread: TestThread, seconds: Double = 60) async -> Bool {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+        Thread { continuation.resume(returning: thread.join(seconds: seconds)) }.start()
+    }
+}
+
 /// Runs `body` on a new thread; whether it finished within `seconds` (the watchdog).
 func runsOnThread(seconds: Double = 60, _ body: @escaping @Sendable () -> Void) async -> Bool {
     await TestRun(body).joined(seconds: seconds)
