@@ -66,19 +66,27 @@ struct ContextExecutorTests {
         #expect(answers.value == [nil, true, true, nil])
     }
 
-    @Test func ownershipStackLendsAndPops() async {
+    @Test func ownershipStackLendsAndRemovesByToken() async {
         let a = ExecutorIdentity(label: "a")
         let b = ExecutorIdentity(label: "b")
         let ran = await runsOnThread {
             #expect(!ExecutorOwnership.holds(a))
-            ExecutorOwnership.push(ExecutorHolding(a))
+            let outer = ExecutorOwnership.push(ExecutorHolding(a))
             ExecutorOwnership.lend([ExecutorHolding(b), ExecutorHolding(a)]) {
                 #expect(ExecutorOwnership.holds(a) && ExecutorOwnership.holds(b))
             }
             #expect(ExecutorOwnership.holds(a) && !ExecutorOwnership.holds(b))
-            #expect(ExecutorOwnership.pop(a))
-            #expect(!ExecutorOwnership.pop(a))
+            // Scopes and locks end in any order: an entry pushed inside a scope outlives
+            // it, and the outer one goes first.
+            let inner = ExecutorOwnership.withHolding(ExecutorHolding(a)) {
+                ExecutorOwnership.push(ExecutorHolding(b))
+            }
+            #expect(ExecutorOwnership.holds(b))
+            #expect(ExecutorOwnership.remove(outer))
+            #expect(!ExecutorOwnership.remove(outer))
             #expect(!ExecutorOwnership.holds(a))
+            #expect(ExecutorOwnership.remove(inner))
+            #expect(!ExecutorOwnership.holds(b))
         }
         #expect(ran)
     }

@@ -4,7 +4,7 @@ import StrataTesting
 import Testing
 
 /// The legacy `lock()`, `unlock()`, `tryLock()`. They block threads, so every scenario
-/// runs on plain threads (`TestThread`) under a watchdog, scripted with semaphores.
+/// runs on plain threads (`TestRun`) under a watchdog, scripted with `TestSignal`s.
 @Suite("Context lock")
 struct ContextLockTests {
     @Test func recursionCountsLikeARecursiveLock() async {
@@ -28,9 +28,9 @@ struct ContextLockTests {
 
     @Test func unlockFromAThreadThatDoesNotHoldItThrowsAndChangesNothing() async {
         let probe = Probe.privateQueue()
-        let locked = DispatchSemaphore(value: 0)
-        let tried = DispatchSemaphore(value: 0)
-        let owner = TestThread {
+        let locked = TestSignal()
+        let tried = TestSignal()
+        let owner = TestRun {
             probe.lock()
             locked.signal()
             tried.wait()
@@ -38,19 +38,19 @@ struct ContextLockTests {
             #expect(throws: Never.self) { try probe.unlock() }
         }
         #expect(await signalled(locked))
-        let stranger = TestThread {
+        let stranger = TestRun {
             #expect(throws: ContextLockError.notHeldByCurrentThread(queue: "strata.context.probe")) {
                 try probe.unlock()
             }
             #expect(!probe.tryLock())
             tried.signal()
         }
-        #expect(await joins(stranger))
-        #expect(await joins(owner))
-        let never = TestThread {
+        #expect(await stranger.joined())
+        #expect(await owner.joined())
+        let never = TestRun {
             #expect(throws: ContextLockError.self) { try probe.unlock() }
         }
-        #expect(await joins(never))
+        #expect(await never.joined())
     }
 
     @Test func theLockingThreadReachesTheContextWithoutAClosure() async {
@@ -72,9 +72,9 @@ struct ContextLockTests {
         //   queue:               job: log 2 ── held back ──────────────────── runs
         //   waiter:              performAndWait: log 3 ── blocked ─────────── runs
         let probe = Probe.privateQueue()
-        let locked = DispatchSemaphore(value: 0)
-        let go = DispatchSemaphore(value: 0)
-        let owner = TestThread {
+        let locked = TestSignal()
+        let go = TestSignal()
+        let owner = TestRun {
             probe.lock()
             locked.signal()
             go.wait()
@@ -82,37 +82,37 @@ struct ContextLockTests {
             try? probe.unlock()
         }
         #expect(await signalled(locked))
-        let jobRan = DispatchSemaphore(value: 0)
+        let jobRan = TestSignal()
         probe.enqueueBlock { probe in
             probe.log.append(2)
             jobRan.signal()
         }
-        let waiterRan = DispatchSemaphore(value: 0)
-        let waiter = TestThread {
+        let waiterRan = TestSignal()
+        let waiter = TestRun {
             probe.performAndWait { $0.log.append(3) }
             waiterRan.signal()
         }
         #expect(!(await signalled(jobRan, seconds: 0.3)), "a job ran while the lock was held")
         #expect(!(await signalled(waiterRan, seconds: 0.1)), "performAndWait ran while the lock was held")
         go.signal()
-        #expect(await joins(owner))
-        #expect(await joins(waiter))
+        #expect(await owner.joined())
+        #expect(await waiter.joined())
         #expect(await signalled(jobRan))
         #expect(await probe.log == [1, 2, 3])
     }
 
     @Test func lockWaitsForTheJobThatIsRunning() async {
         let probe = Probe.privateQueue()
-        let release = DispatchSemaphore(value: 0)
-        let blocking = DispatchSemaphore(value: 0)
+        let release = TestSignal()
+        let blocking = TestSignal()
         probe.enqueueBlock { probe in
             blocking.signal()
             release.wait()
             probe.log.append(1)
         }
         #expect(await signalled(blocking))
-        let acquired = DispatchSemaphore(value: 0)
-        let locker = TestThread {
+        let acquired = TestSignal()
+        let locker = TestRun {
             probe.lock()
             acquired.signal()
             probe.assumeIsolated { $0.log.append(2) }
@@ -120,7 +120,7 @@ struct ContextLockTests {
         }
         #expect(!(await signalled(acquired, seconds: 0.3)), "lock() returned while a job ran")
         release.signal()
-        #expect(await joins(locker))
+        #expect(await locker.joined())
         #expect(await probe.log == [1, 2])
     }
 
@@ -134,8 +134,8 @@ struct ContextLockTests {
         }
         #expect(idle)
         // A job running: fails at once.
-        let release = DispatchSemaphore(value: 0)
-        let blocking = DispatchSemaphore(value: 0)
+        let release = TestSignal()
+        let blocking = TestSignal()
         probe.enqueueBlock { _ in
             blocking.signal()
             release.wait()
@@ -160,9 +160,9 @@ struct ContextLockTests {
         //   owner:  performAndWait { lock } ─ (locked) ─ wait go ─ log 1 ─ unlock
         //   queue:                             job: log 2 ── held back ─────────── runs
         let probe = Probe.privateQueue()
-        let locked = DispatchSemaphore(value: 0)
-        let go = DispatchSemaphore(value: 0)
-        let owner = TestThread {
+        let locked = TestSignal()
+        let go = TestSignal()
+        let owner = TestRun {
             probe.performAndWait { _ in probe.lock() }
             locked.signal()
             go.wait()
@@ -170,16 +170,40 @@ struct ContextLockTests {
             try? probe.unlock()
         }
         #expect(await signalled(locked))
-        let jobRan = DispatchSemaphore(value: 0)
+        let jobRan = TestSignal()
         probe.enqueueBlock { probe in
             probe.log.append(2)
             jobRan.signal()
         }
         #expect(!(await signalled(jobRan, seconds: 0.3)), "a job ran while the lock was held")
         go.signal()
-        #expect(await joins(owner))
+        #expect(await owner.joined())
         #expect(await signalled(jobRan))
         #expect(await probe.log == [1, 2])
+    }
+
+    @Test func locksAndBlocksMayEndInAnyOrder() async {
+        // A lock on B taken inside a block of A outlives that block; a lock on A taken
+        // before a block of B is released inside it. The ownership stack follows.
+        let a = Probe.privateQueue("a")
+        let b = Probe.privateQueue("b")
+        let ran = await runsOnThread(seconds: 30) {
+            a.performAndWait { _ in b.lock() }
+            #expect(b.contextLock.isHeldByCurrentThread)
+            #expect(!a.executor.isHeldByCurrentThread)
+            b.assumeIsolated { $0.count += 1 }
+            a.lock()
+            b.performAndWait { _ in
+                #expect(throws: Never.self) { try a.unlock() }
+            }
+            #expect(!a.executor.isHeldByCurrentThread)
+            #expect(b.executor.isHeldByCurrentThread)
+            #expect(throws: Never.self) { try b.unlock() }
+            #expect(!b.executor.isHeldByCurrentThread)
+        }
+        #expect(ran, "deadlock (watchdog)")
+        #expect(await a.perform { _ in true })
+        #expect(await b.perform { $0.count } == 1)
     }
 
     @Test func contentionFromSeveralThreadsKeepsEveryBlockExclusive() async {
@@ -187,7 +211,7 @@ struct ContextLockTests {
         let successes = TestBox(0)
         let trySuccesses = (0..<2).map { _ in TestBox(0) }
         var threads = (0..<4).map { _ in
-            TestThread {
+            TestRun {
                 for round in 0..<200 {
                     probe.lock()
                     if round.isMultiple(of: 3) { probe.lock() }  // recursion under contention
@@ -198,12 +222,12 @@ struct ContextLockTests {
             }
         }
         threads += (0..<2).map { _ in
-            TestThread {
+            TestRun {
                 for _ in 0..<200 { probe.performAndWait { $0.enterAndCount() } }
             }
         }
         threads += trySuccesses.map { mine in
-            TestThread {
+            TestRun {
                 for _ in 0..<200 where probe.tryLock() {
                     probe.assumeIsolated { $0.enterAndCount() }
                     try? probe.unlock()
@@ -215,7 +239,7 @@ struct ContextLockTests {
             probe.enqueueBlock { $0.enterAndCount() }
         }
         for thread in threads {
-            #expect(await joins(thread), "deadlock (watchdog)")
+            #expect(await thread.joined(), "deadlock (watchdog)")
         }
         successes.value = trySuccesses.map(\.value).reduce(0, +)
         let (count, overlaps) = await probe.perform(schedule: .enqueued) { ($0.count, $0.overlaps) }
@@ -261,9 +285,9 @@ struct ContextLockTests {
         //   owner:       lock (parks a job on the main queue) ─ performAndWait × 2 ─ wait go ─ unlock
         //   main queue:  [parked job runs the owner's blocks ........................] job: log 3
         let probe = Probe.mainQueue()
-        let locked = DispatchSemaphore(value: 0)
-        let go = DispatchSemaphore(value: 0)
-        let owner = TestThread {
+        let locked = TestSignal()
+        let go = TestSignal()
+        let owner = TestRun {
             probe.lock()
             #expect(probe.tryLock())  // recursion
             try? probe.unlock()
@@ -277,7 +301,7 @@ struct ContextLockTests {
             try? probe.unlock()
         }
         #expect(await signalled(locked))
-        let jobRan = DispatchSemaphore(value: 0)
+        let jobRan = TestSignal()
         probe.enqueueBlock { probe in
             probe.log.append(3)
             jobRan.signal()
@@ -289,7 +313,7 @@ struct ContextLockTests {
         #expect(stranger)
         #expect(!(await signalled(jobRan, seconds: 0.3)), "a main-queue job ran while the lock was held")
         go.signal()
-        #expect(await joins(owner), "deadlock (watchdog)")
+        #expect(await owner.joined(), "deadlock (watchdog)")
         #expect(await signalled(jobRan))
         #expect(await probe.perform { $0.log } == [1, 2, 3])
         #expect(await probe.perform { $0.finished.prefix(2).map(\.isNested) } == [true, true])

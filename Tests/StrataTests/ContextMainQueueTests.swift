@@ -76,7 +76,7 @@ struct ContextMainQueueTests {
     @Test func backgroundThreadsPerformAndWaitOnTheMainQueue() async {
         let probe = Probe.mainQueue()
         let threads = (0..<4).map { _ in
-            TestThread {
+            TestRun {
                 for _ in 0..<250 {
                     probe.performAndWait { probe in
                         MainActor.assumeIsolated {}
@@ -86,7 +86,7 @@ struct ContextMainQueueTests {
             }
         }
         for thread in threads {
-            #expect(await joins(thread), "deadlock (watchdog)")
+            #expect(await thread.joined(), "deadlock (watchdog)")
         }
         #expect(await probe.perform { $0.count } == 1000)
         #expect(await probe.perform { $0.overlaps } == 0)

@@ -103,14 +103,14 @@ struct ContextPerformAndWaitTests {
     @Test func eightThreadsIncrementingAThousandTimesLoseNothing() async {
         let probe = Probe.privateQueue()
         let threads = (0..<8).map { _ in
-            TestThread {
+            TestRun {
                 for _ in 0..<1000 {
                     probe.performAndWait { $0.enterAndCount() }
                 }
             }
         }
         for thread in threads {
-            #expect(await joins(thread))
+            #expect(await thread.joined())
         }
         #expect(await probe.count == 8000)
         #expect(await probe.overlaps == 0)
@@ -118,7 +118,7 @@ struct ContextPerformAndWaitTests {
 
     @Test func runsInlineInsideAFireAndForgetBlock() async {
         let probe = Probe.privateQueue()
-        let done = DispatchSemaphore(value: 0)
+        let done = TestSignal()
         probe.enqueueBlock { probe in
             probe.performAndWait { $0.count += 1 }
             done.signal()
@@ -148,19 +148,19 @@ struct ContextPerformAndWaitTests {
         //   queue:   [job: 1 ... released] [performAndWait: 2]
         //   thread:        performAndWait ─ waits ───────────── returns
         let probe = Probe.privateQueue()
-        let release = DispatchSemaphore(value: 0)
-        let blocking = DispatchSemaphore(value: 0)
+        let release = TestSignal()
+        let blocking = TestSignal()
         probe.enqueueBlock { probe in
             probe.log.append(1)
             blocking.signal()
             release.wait()
         }
         #expect(await signalled(blocking))
-        let waiter = TestThread {
+        let waiter = TestRun {
             probe.performAndWait { $0.log.append(2) }
         }
         release.signal()
-        #expect(await joins(waiter))
+        #expect(await waiter.joined())
         #expect(await probe.log == [1, 2])
     }
 }

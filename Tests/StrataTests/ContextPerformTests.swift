@@ -45,8 +45,8 @@ struct ContextPerformTests {
         //   queued:                                     A  B
         //   enqueued:                                         C   (awaited from outside)
         let probe = Probe.privateQueue()
-        let release = DispatchSemaphore(value: 0)
-        let blocking = DispatchSemaphore(value: 0)
+        let release = TestSignal()
+        let blocking = TestSignal()
         probe.enqueueBlock { _ in
             blocking.signal()
             release.wait()
@@ -120,14 +120,14 @@ struct ContextPerformTests {
         //   queue:   [blocked job ............ released] [the task's block]
         //   task:       perform ─ waits ─ cancelled ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ returns
         let probe = Probe.privateQueue()
-        let release = DispatchSemaphore(value: 0)
-        let blocking = DispatchSemaphore(value: 0)
+        let release = TestSignal()
+        let blocking = TestSignal()
         probe.enqueueBlock { _ in
             blocking.signal()
             release.wait()
         }
         #expect(await signalled(blocking))
-        let started = DispatchSemaphore(value: 0)
+        let started = TestSignal()
         let task = Task {
             started.signal()
             return await probe.perform { probe in

@@ -1,5 +1,4 @@
 import Dispatch
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -98,16 +97,20 @@ final class ContextLock: Sendable {
         case busy
     }
 
+    /// The lock's state, guarded by `state`'s mutex.
     private struct State: Sendable {
         var owner: Owner?
         var depth = 0
         /// The job parked on the main queue for a thread that holds a main-queue lock.
         var relay: MainQueueRelay?
+        /// The owner thread's ownership-stack entry, removed on release.
+        var token: HoldingToken?
     }
 
     /// The executor the lock gives exclusive use of.
     let executor: ContextExecutor
-    private let state = Mutex(State())
+    /// Who holds the lock, how often, and the main-queue relay.
+    private let state = LockedValue(State())
 
     /// A lock for the context running on `executor`.
     init(executor: ContextExecutor) {
@@ -173,7 +176,7 @@ final class ContextLock: Sendable {
             }
         }
         guard let released, case .thread = released.owner else { return }
-        ExecutorOwnership.pop(executor.identity)
+        if let token = released.token { ExecutorOwnership.remove(token) }
         if isMainQueue {
             released.relay?.finish()
         } else if case .privateQueue(let queue) = executor {
@@ -183,6 +186,8 @@ final class ContextLock: Sendable {
 
     // MARK: Private queue
 
+    /// `lock()` (`waiting`) or `tryLock()` for a private queue: through the executor's
+    /// ``ExecutorAdmission`` gate. Returns whether the lock was taken.
     private func lockPrivateQueue(_ queue: PrivateQueueExecutor, waiting: Bool) -> Bool {
         let me = pthread_self()
         let holds = queue.isHeldByCurrentThread
@@ -196,17 +201,17 @@ final class ContextLock: Sendable {
                 // The thread already holds the executor (a job, a block, a lent hold):
                 // keep it. Otherwise take it only if nothing is queued or running.
                 guard queue.admission.claim(ifIdle: !holds) else { return .busy }
-                state = State(owner: .thread(me), depth: 1)
+                // Pushed under the state's lock: only this thread touches its stack,
+                // and `unlock()` finds the token with the state.
+                let token = ExecutorOwnership.push(ExecutorHolding(queue.identity))
+                state = State(owner: .thread(me), depth: 1, token: token)
                 return .taken
             default:
                 return .busy
             }
         }
         switch attempt {
-        case .nested:
-            return true
-        case .taken:
-            ExecutorOwnership.push(ExecutorHolding(queue.identity))
+        case .nested, .taken:
             return true
         case .busy:
             break
@@ -220,13 +225,15 @@ final class ContextLock: Sendable {
             granted.signal()
         }
         granted.wait()
-        state.withLock { $0 = State(owner: .thread(me), depth: 1) }
-        ExecutorOwnership.push(ExecutorHolding(queue.identity))
+        let token = ExecutorOwnership.push(ExecutorHolding(queue.identity))
+        state.withLock { $0 = State(owner: .thread(me), depth: 1, token: token) }
         return true
     }
 
     // MARK: Main queue
 
+    /// `lock()` (`waiting`) or `tryLock()` for the main queue: counted on the main queue,
+    /// through a ``MainQueueRelay`` elsewhere. Returns whether the lock was taken.
     private func lockMainQueue(waiting: Bool) -> Bool {
         let me = pthread_self()
         let holds = executor.isHeldByCurrentThread
@@ -251,8 +258,8 @@ final class ContextLock: Sendable {
         // A lock left by main-queue code whose job has ended is void: the main queue is
         // now parked for this thread.
         let relay = MainQueueRelay.park()
-        state.withLock { $0 = State(owner: .thread(me), depth: 1, relay: relay) }
-        ExecutorOwnership.push(ExecutorHolding(ExecutorIdentity.mainQueue, relay: relay))
+        let token = ExecutorOwnership.push(ExecutorHolding(ExecutorIdentity.mainQueue, relay: relay))
+        state.withLock { $0 = State(owner: .thread(me), depth: 1, relay: relay, token: token) }
         return true
     }
 }

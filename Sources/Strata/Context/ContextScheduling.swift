@@ -121,6 +121,8 @@ extension BlockPerformingActor {
         return try rethrowing(outcome, for: body)
     }
 
+    /// What ``performBlock(schedule:_:)`` runs: the block's outcome as a `Result`, so
+    /// that only a synchronous call throws (see the type's discussion).
     nonisolated(nonsending)
     private func outcome<T: Sendable, E: Error>(
         of body: (isolated Self) throws(E) -> T, schedule: BlockSchedule
@@ -134,6 +136,7 @@ extension BlockPerformingActor {
                 return runInline(body, as: PerformedBlock(kind: .perform, isNested: true))
             }
         }
+        /// Hops onto the actor (an isolated call) with the block made escapable.
         nonisolated(nonsending) func hop(_ body: @escaping (isolated Self) throws(E) -> T) async -> Result<T, E> {
             await run(IsolatedBody(body), as: PerformedBlock(kind: .perform, isNested: false))
         }
@@ -145,6 +148,12 @@ extension BlockPerformingActor {
     /// Schedules `body` on the actor and returns at once: the fire-and-forget
     /// `perform(_:)`. Blocks scheduled this way run in the order they were scheduled, in
     /// order with the executor's other jobs.
+    ///
+    /// Overloading note (measured on 6.3.1): with both `perform(_:)` and the async
+    /// `perform(schedule:_:)` declared, `context.perform { … }` in `async` code resolves
+    /// to the async one (the compiler then asks for `await`); only synchronous code
+    /// reaches the fire-and-forget one by that spelling. The context may want a second
+    /// spelling for async callers.
     nonisolated func enqueueBlock(_ body: @escaping @Sendable (isolated Self) -> Void) {
         contextExecutor.submit { [self] in
             assumeIsolated { context in
@@ -169,6 +178,7 @@ extension BlockPerformingActor {
         try rethrowing(outcomeAndWait(of: body), for: body)
     }
 
+    /// What ``performBlockAndWait(_:)`` runs: the block's outcome as a `Result`.
     private nonisolated func outcomeAndWait<T: Sendable, E: Error>(
         of body: (isolated Self) throws(E) -> T
     ) -> Result<T, E> {

@@ -19,7 +19,11 @@ import Musl
 // @unchecked Sendable because every mutable property is read and written with `mutex`
 // held, and the pthread pointers are set once in init and freed once in deinit.
 final class ExecutorAdmission: @unchecked Sendable {
+    // Because pthread objects must not move once initialised, they live on the heap,
+    // allocated here and freed in deinit.
+    /// Guards `pending` and `owner`.
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    /// Signalled when the owner releases the lock.
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
     /// Jobs submitted and not finished (queued, waiting at the gate, or running).
     private var pending = 0
@@ -32,6 +36,7 @@ final class ExecutorAdmission: @unchecked Sendable {
         pthread_cond_init(condition, nil)
     }
 
+    /// Destroys the pthread objects.
     deinit {
         pthread_cond_destroy(condition)
         pthread_mutex_destroy(mutex)
@@ -39,6 +44,7 @@ final class ExecutorAdmission: @unchecked Sendable {
         mutex.deallocate()
     }
 
+    /// Runs `body` with the mutex held.
     private func withLock<T>(_ body: () -> T) -> T {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }

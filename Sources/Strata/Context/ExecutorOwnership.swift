@@ -49,6 +49,12 @@ struct ExecutorHolding {
     }
 }
 
+/// Names one entry pushed on a thread's ownership stack, for its removal.
+struct HoldingToken: Sendable, Hashable {
+    /// Unique per thread.
+    let serial: UInt64
+}
+
 /// Which executors the current thread holds: the per-thread ownership stack.
 ///
 /// A thread holds an executor while it runs one of its jobs, while it is inside a
@@ -90,13 +96,13 @@ enum ExecutorOwnership {
     /// thread is draining).
     static func stackHolding(_ identity: ExecutorIdentity) -> ExecutorHolding? {
         guard let stack = existingStack else { return nil }
-        return stack.holdings.last { $0.identity === identity }
+        return stack.entries.last { $0.holding.identity === identity }?.holding
     }
 
     /// Everything the current thread holds: its stack and the queue it is draining.
     /// What a thread lends to another that works for it while it waits.
     static var holdings: [ExecutorHolding] {
-        (existingStack?.holdings ?? []) + unlistedQueue
+        (existingStack?.entries.map(\.holding) ?? []) + unlistedQueue
     }
 
     /// The queue the current thread drains, as a holding, unless the stack lists it
@@ -111,9 +117,8 @@ enum ExecutorOwnership {
     static func withHolding<T, E: Error>(
         _ holding: ExecutorHolding, _ body: () throws(E) -> T
     ) throws(E) -> T {
-        let stack = self.stack
-        stack.holdings.append(holding)
-        defer { stack.holdings.removeLast() }
+        let token = push(holding)
+        defer { remove(token) }
         return try body()
     }
 
@@ -124,25 +129,32 @@ enum ExecutorOwnership {
         _ holdings: [ExecutorHolding], _ body: () throws(E) -> T
     ) throws(E) -> T {
         guard !holdings.isEmpty else { return try body() }
-        let stack = self.stack
-        let depth = stack.holdings.count
-        stack.holdings.append(contentsOf: holdings)
-        defer { stack.holdings.removeSubrange(depth...) }
+        let tokens = holdings.map(push)
+        defer { for token in tokens.reversed() { remove(token) } }
         return try body()
     }
 
-    /// Pushes `holding` until a matching ``pop(_:)``: for a lock that outlives a call.
-    static func push(_ holding: ExecutorHolding) {
-        stack.holdings.append(holding)
+    /// Pushes `holding` until ``remove(_:)`` is called with the token returned: for a
+    /// lock that outlives a call. Entries are removed by token, not from the top, so
+    /// scopes and locks may end in any order (a lock taken inside a block and released
+    /// after it, an outer lock released inside a block).
+    @discardableResult
+    static func push(_ holding: ExecutorHolding) -> HoldingToken {
+        let stack = self.stack
+        stack.serial &+= 1
+        let token = HoldingToken(serial: stack.serial)
+        stack.entries.append((token, holding))
+        return token
     }
 
-    /// Removes the innermost holding of `identity`; false when the stack has none.
+    /// Removes the entry pushed with `token`; false when this thread's stack has none
+    /// (the token belongs to another thread, or was removed already).
     @discardableResult
-    static func pop(_ identity: ExecutorIdentity) -> Bool {
+    static func remove(_ token: HoldingToken) -> Bool {
         guard let stack = existingStack,
-              let index = stack.holdings.lastIndex(where: { $0.identity === identity })
+              let index = stack.entries.lastIndex(where: { $0.token == token })
         else { return false }
-        stack.holdings.remove(at: index)
+        stack.entries.remove(at: index)
         return true
     }
 
@@ -150,7 +162,10 @@ enum ExecutorOwnership {
 
     /// One thread's stack. Only its own thread reads or writes it.
     private final class Stack {
-        var holdings: [ExecutorHolding] = []
+        /// The holdings, innermost last, each with the token it was pushed with.
+        var entries: [(token: HoldingToken, holding: ExecutorHolding)] = []
+        /// The last token handed out.
+        var serial: UInt64 = 0
     }
 
     // Swift initialises a static exactly once, atomically, so the key is created once.

@@ -1,5 +1,4 @@
 import Dispatch
-import Synchronization
 
 /// A job parked on the main queue while a thread off the main queue holds a main-queue
 /// context's ``ContextLock``: it keeps every other main-queue job out, and runs on the
@@ -21,12 +20,16 @@ final class MainQueueRelay: Sendable {
         let holdings: [ExecutorHolding]
     }
 
+    /// Signalled once the parked job runs on the main queue.
     private let started = DispatchSemaphore(value: 0)
+    /// Signalled for each request, and for "finish".
     private let wake = DispatchSemaphore(value: 0)
+    /// Signalled after each request ran.
     private let done = DispatchSemaphore(value: 0)
     /// The next request; nil with `wake` signalled means "finish".
-    private let request = Mutex<Request?>(nil)
+    private let request = LockedValue<Request?>(nil)
 
+    /// A relay not parked yet; ``park()`` makes and parks one.
     private init() {}
 
     /// Parks a relay on the main queue and waits until it is running there: from then on
