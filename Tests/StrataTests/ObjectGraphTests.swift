@@ -85,6 +85,18 @@ struct ObjectGraphTests {
         try graph.propagateDeletes()
         #expect(graph.inserted.isEmpty && graph.deleted.isEmpty && !graph.hasChanges)
 
+        // Inserting a deleted object takes the deletion back, whether it was saved or not.
+        let again = try Self.note("again", in: graph)
+        try graph.delete(again)
+        try graph.insert(again)
+        #expect(graph.inserted == [again] && again.isInserted && !again.isDeleted)
+        try graph.save()
+        try graph.delete(again)
+        try graph.insert(again)
+        #expect(graph.deleted.isEmpty && !again.isDeleted && !graph.hasChanges)
+        try graph.delete(again)
+        try graph.save()
+
         let folder = Folder()
         folder.name = "Inbox"
         try graph.insert(folder)

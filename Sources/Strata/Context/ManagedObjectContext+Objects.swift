@@ -55,7 +55,8 @@ extension ManagedObjectContext {
 
     /// Adds a new object to the context, with a temporary ID until it is saved, and calls
     /// its ``ManagedObject/awakeFromInsert()``. New objects it already points to come
-    /// along.
+    /// along. Inserting an object of this context that is deleted takes the deletion
+    /// back.
     ///
     /// - Throws: ``StrataError/unknownEntity(_:)`` for an entity the model lacks (or an
     ///   abstract one); ``StrataError/invalidObjectState(_:reason:)`` for an object of

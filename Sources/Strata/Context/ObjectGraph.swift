@@ -184,9 +184,8 @@ final class ObjectGraph: ManagedObjectOwner {
     ///   belongs to another context or was saved already.
     func insert(_ object: ManagedObject) throws {
         if object.owner === self {
-            if object.isDeleted && object.isInserted == false && pendingOrDeleted(object) {
-                undelete(object)
-            }
+            // Inserting a deleted object takes the deletion back.
+            if object.isDeleted { undelete(object) }
             return
         }
         guard object.owner == nil else {
@@ -214,14 +213,17 @@ final class ObjectGraph: ManagedObjectOwner {
         }
     }
 
-    private func pendingOrDeleted(_ object: ManagedObject) -> Bool {
-        deleted.contains { $0 === object }
-    }
-
+    /// Takes back the deletion of `object`: a saved object stays (no longer in
+    /// ``deleted``); one inserted since the last save is inserted again.
     private func undelete(_ object: ManagedObject) {
+        let wasSaved = deleted.contains { $0 === object }
         deleted.removeAll { $0 === object }
         pendingDeletes.removeAll { $0 === object }
         object.deletedFlag = false
+        if !wasSaved {
+            object.insertedFlag = true
+            inserted.append(object)
+        }
     }
 
     /// Deletes `object` at the next save. An object inserted and not yet saved simply

@@ -13,8 +13,9 @@ public final class PersistentStore: Sendable, Hashable, CustomStringConvertible 
         /// An LMDB environment in a directory (created when missing).
         case lmdb
         /// An LMDB environment in a private directory in memory (`/dev/shm` when the
-        /// system has one, else the temporary directory), removed when the store is
-        /// removed or the coordinator goes away. Same format, same semantics and the
+        /// system has one, else the temporary directory), removed when the last
+        /// reference to the store goes (after it is removed from its coordinator, or
+        /// with the coordinator). Same format, same semantics and the
         /// same limits (map size, readers, key sizes) as ``lmdb``, so tests of an
         /// in-memory store hold for the real one.
         case inMemory
