@@ -154,3 +154,44 @@ struct ManagedObjectContextTests {
         #expect(result.value == true)
     }
 }
+
+@Suite("Managed object context: no coordinator yet")
+struct ContextWithoutCoordinatorTests {
+    @Test("init(_:) makes a context with no coordinator: fetch, save and insert throw noCoordinator; object(with:) is inaccessible")
+    func contextWithoutCoordinator() async throws {
+        let context = ManagedObjectContext(.privateQueue)
+        #expect(context.persistentStoreCoordinator == nil)
+        let errors = await context.perform { context in
+            var errors: [StrataError] = []
+            func record(_ body: () throws -> Void) {
+                do { try body() } catch let error as StrataError { errors.append(error) } catch {}
+            }
+            record { _ = try context.fetch(FetchRequest<Note>()) }
+            record { _ = try context.count(for: FetchRequest<Note>()) }
+            record { try context.insert(Note()) }
+            record { try context.save() }   // nothing to save: no error
+            return errors
+        }
+        #expect(errors == [.noCoordinator, .noCoordinator, .noCoordinator])
+    }
+
+    @Test("setPersistentStoreCoordinator connects it once; another coordinator is refused, the same one is accepted")
+    func setCoordinatorOnce() async throws {
+        let coordinator = try await ManagedObjectContextTests.coordinator()
+        let context = ManagedObjectContext(.privateQueue)
+        try context.setPersistentStoreCoordinator(coordinator)
+        try context.setPersistentStoreCoordinator(coordinator)
+        #expect(context.persistentStoreCoordinator === coordinator)
+        let other = try await ManagedObjectContextTests.coordinator()
+        let error = #expect(throws: StrataError.self) { try context.setPersistentStoreCoordinator(other) }
+        #expect(error == .invalidContextConfiguration("it already has a persistent store coordinator"))
+        let saved = try await context.perform { context in
+            let note = Note()
+            note.title = "connected"
+            try context.insert(note)
+            try context.save()
+            return try context.count(for: FetchRequest<Note>())
+        }
+        #expect(saved == 1)
+    }
+}

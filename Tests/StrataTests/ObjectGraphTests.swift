@@ -31,7 +31,7 @@ struct ObjectGraphTests {
         #expect(!note.objectID.isTemporaryID && !note.isInserted && !graph.hasChanges)
         #expect(graph.registeredObject(for: note.objectID) === note)
         // A second graph on the same coordinator reads it back.
-        let other = ObjectGraph(coordinator: graph.coordinator)
+        let other = ObjectGraph(coordinator: try graph.coordinator)
         let fetched = try #require(try other.existingObject(for: note.objectID) as? Note)
         #expect(fetched !== note && fetched.title == "a")
         #expect(throws: StrataError.self) { try graph.insert(fetched) }  // another context's object
@@ -138,7 +138,7 @@ struct ObjectGraphTests {
         #expect(added.owner == nil && graph.inserted.isEmpty)
 
         // Another graph saves a new title underneath.
-        let other = ObjectGraph(coordinator: graph.coordinator)
+        let other = ObjectGraph(coordinator: try graph.coordinator)
         let copy = try #require(try other.existingObject(for: note.objectID) as? Note)
         copy.title = "stored"
         try other.save()

@@ -40,8 +40,13 @@ public actor ManagedObjectContext: BlockPerformingActor {
 
     /// How the context runs its blocks.
     public nonisolated let concurrencyType: ConcurrencyType
-    /// The coordinator whose stores the context reads and saves to.
-    public nonisolated let persistentStoreCoordinator: PersistentStoreCoordinator
+    /// The coordinator whose stores the context reads and saves to; nil until it is
+    /// given one (``setPersistentStoreCoordinator(_:)``). Several contexts may share one.
+    public nonisolated var persistentStoreCoordinator: PersistentStoreCoordinator? {
+        coordinatorSlot.withLock { $0 }
+    }
+    /// The coordinator, shared with the object graph.
+    private nonisolated let coordinatorSlot: LockedValue<PersistentStoreCoordinator?>
     /// The context's name, for logs and notifications.
     public var name: String?
     /// Whatever you want to keep with the context.
@@ -63,15 +68,41 @@ public actor ManagedObjectContext: BlockPerformingActor {
     ///   - coordinator: the coordinator whose stores the context reads and saves to.
     ///   - name: the context's name; a private queue is labelled with it.
     public init(_ type: ConcurrencyType, coordinator: PersistentStoreCoordinator, name: String? = nil) {
+        self.init(type, coordinatorSlot: LockedValue(coordinator), name: name)
+    }
+
+    /// A context of `type` with no coordinator yet: give it one with
+    /// ``setPersistentStoreCoordinator(_:)`` before it fetches or saves (until then
+    /// those throw ``StrataError/noCoordinator``).
+    public init(_ type: ConcurrencyType) {
+        self.init(type, coordinatorSlot: LockedValue(nil), name: nil)
+    }
+
+    private init(_ type: ConcurrencyType, coordinatorSlot: LockedValue<PersistentStoreCoordinator?>, name: String?) {
         concurrencyType = type
-        persistentStoreCoordinator = coordinator
+        self.coordinatorSlot = coordinatorSlot
         self.name = name
         contextExecutor = switch type {
         case .privateQueue: .privateQueue(named: name)
         case .mainQueue: .mainQueue
         }
         contextLock = ContextLock(executor: contextExecutor)
-        graph = ObjectGraph(coordinator: coordinator)
+        graph = ObjectGraph(coordinator: coordinatorSlot)
+    }
+
+    /// Gives a context made with ``init(_:)`` its coordinator. Safe from any thread, as
+    /// Core Data's setters on queue-based contexts are.
+    ///
+    /// - Throws: ``StrataError/invalidContextConfiguration(_:)`` when the context already
+    ///   has another coordinator (a context keeps the one it first reads and saves
+    ///   through). Giving it the same one again does nothing.
+    public nonisolated func setPersistentStoreCoordinator(_ coordinator: PersistentStoreCoordinator) throws(StrataError) {
+        try coordinatorSlot.withLock { (slot) throws(StrataError) in
+            if let current = slot, current !== coordinator {
+                throw .invalidContextConfiguration("it already has a persistent store coordinator")
+            }
+            slot = coordinator
+        }
     }
 
     // MARK: Blocks

@@ -15,7 +15,7 @@ extension ObjectGraph {
     func fetchObjects<Result>(_ request: FetchRequest<Result>) throws -> [ManagedObject] {
         _ = try request.validate(in: model)
         let pending = request.includesPendingChanges ? pendingObjects(of: request) : []
-        let merging = !pending.isEmpty || coordinator.stores(for: request.entityName, includesSubentities: request.includesSubentities).count > 1
+        let merging = try !pending.isEmpty || coordinator.stores(for: request.entityName, includesSubentities: request.includesSubentities).count > 1
         var storeRequest = request
         storeRequest.resultType = merging || !request.returnsObjectsAsFaults ? .managedObject : .managedObjectID
         if merging {
@@ -66,7 +66,7 @@ extension ObjectGraph {
     func count<Result>(for request: FetchRequest<Result>) throws -> Int {
         _ = try request.validate(in: model)
         let pending = request.includesPendingChanges ? pendingObjects(of: request) : []
-        let stores = coordinator.stores(for: request.entityName, includesSubentities: request.includesSubentities)
+        let stores = try coordinator.stores(for: request.entityName, includesSubentities: request.includesSubentities)
         if pending.isEmpty && stores.count <= 1 {
             var countRequest = request
             countRequest.resultType = .count

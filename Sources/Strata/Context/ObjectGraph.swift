@@ -7,10 +7,30 @@ import Foundation
 /// in the context's isolation region together with the context's objects, so objects
 /// call it synchronously (it is their ``ManagedObjectOwner``) with no lock and no hop.
 final class ObjectGraph: ManagedObjectOwner {
+    /// The context's coordinator, shared with the context (which may be given one after
+    /// it is made).
+    private let coordinatorSlot: LockedValue<PersistentStoreCoordinator?>
+    /// The coordinator once known (it is set at most once, so it never changes after).
+    private var knownCoordinator: PersistentStoreCoordinator?
+
     /// Where rows come from and saves go.
-    let coordinator: PersistentStoreCoordinator
-    /// The model of the coordinator.
-    var model: ManagedObjectModel { coordinator.managedObjectModel }
+    ///
+    /// - Throws: ``StrataError/noCoordinator`` until the context has one.
+    var coordinator: PersistentStoreCoordinator {
+        get throws(StrataError) {
+            if let knownCoordinator { return knownCoordinator }
+            guard let coordinator = coordinatorSlot.withLock({ $0 }) else { throw .noCoordinator }
+            knownCoordinator = coordinator
+            return coordinator
+        }
+    }
+
+    /// The coordinator's model.
+    ///
+    /// - Throws: ``StrataError/noCoordinator`` until the context has a coordinator.
+    var model: ManagedObjectModel {
+        get throws(StrataError) { try coordinator.managedObjectModel }
+    }
 
     /// Whether every registered object is held strongly (otherwise only objects with
     /// changes are, and the rest go when nothing else holds them).
@@ -46,8 +66,13 @@ final class ObjectGraph: ManagedObjectOwner {
         var object: ManagedObject? { strongObject ?? weakObject }
     }
 
-    init(coordinator: PersistentStoreCoordinator) {
-        self.coordinator = coordinator
+    init(coordinator: LockedValue<PersistentStoreCoordinator?>) {
+        coordinatorSlot = coordinator
+    }
+
+    /// A graph on `coordinator` alone (no context around it).
+    convenience init(coordinator: PersistentStoreCoordinator) {
+        self.init(coordinator: LockedValue(coordinator))
     }
 
     // MARK: Registration
@@ -99,7 +124,7 @@ final class ObjectGraph: ManagedObjectOwner {
     /// Touches no store.
     func object(for id: ManagedObjectID) -> ManagedObject {
         if let registered = registeredObject(for: id) { return registered }
-        let entity = model.entitiesByName[id.entityName] ?? EntityDescription(name: id.entityName)
+        let entity = (try? model)?.entitiesByName[id.entityName] ?? EntityDescription(name: id.entityName)
         let object = entity.managedObjectClass.init(entity: entity)
         object.becomeFault(for: id, owner: self)
         register(object)
@@ -130,7 +155,9 @@ final class ObjectGraph: ManagedObjectOwner {
 
     /// The stored row of `id`; nil when it does not exist or its store is not added.
     private func read(_ id: ManagedObjectID) throws -> ObjectSnapshot? {
-        guard !id.isTemporaryID, coordinator.persistentStore(for: id) != nil else { return nil }
+        guard !id.isTemporaryID else { return nil }
+        let coordinator = try coordinator
+        guard coordinator.persistentStore(for: id) != nil else { return nil }
         return try coordinator.snapshot(of: id)
     }
 
@@ -148,7 +175,8 @@ final class ObjectGraph: ManagedObjectOwner {
     }
 
     func destinations(of object: ManagedObject, relationship: RelationshipDescription) throws(StrataError) -> [ManagedObjectID] {
-        guard !object.objectID.isTemporaryID, coordinator.persistentStore(for: object.objectID) != nil else { return [] }
+        guard !object.objectID.isTemporaryID, let coordinator = try? coordinator,
+              coordinator.persistentStore(for: object.objectID) != nil else { return [] }
         do {
             return try coordinator.destinations(of: object.objectID, relationship: relationship.name)
         } catch let error as StrataError {
@@ -194,7 +222,7 @@ final class ObjectGraph: ManagedObjectOwner {
         guard object.objectID.isTemporaryID else {
             throw StrataError.invalidObjectState(object.objectID, reason: "it was saved already; fetch it in this context instead")
         }
-        guard let entity = model.entitiesByName[object.entity.name], !entity.isAbstract else {
+        guard let entity = try model.entitiesByName[object.entity.name], !entity.isAbstract else {
             throw StrataError.unknownEntity(object.entity.name)
         }
         if entity !== object.entity { object.adopt(entity) }
@@ -309,9 +337,9 @@ final class ObjectGraph: ManagedObjectOwner {
             throw StrataError.invalidObjectState(object.objectID, reason: "it does not belong to this context")
         }
         guard object.objectID.isTemporaryID else {
-            throw StrataError.invalidObjectState(object.objectID, reason: "it is already in \(coordinator.persistentStore(for: object.objectID)?.description ?? "a store")")
+            throw StrataError.invalidObjectState(object.objectID, reason: "it is already in \((try? coordinator)?.persistentStore(for: object.objectID)?.description ?? "a store")")
         }
-        guard coordinator.persistentStores.contains(store), store.holds(object.entity.name) else {
+        guard try coordinator.persistentStores.contains(store), store.holds(object.entity.name) else {
             throw StrataError.noStore(entity: object.entity.name)
         }
         assignedStores[ObjectIdentifier(object)] = store

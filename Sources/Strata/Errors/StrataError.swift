@@ -50,6 +50,8 @@ public enum StrataError: Error, Sendable, Hashable, CustomStringConvertible {
     case noCoordinator
     /// A save would write to a store opened read-only.
     case readOnlyStore(String)
+    /// The context cannot be configured that way (a second coordinator, say).
+    case invalidContextConfiguration(String)
 
     /// A sentence describing the error.
     public var description: String {
@@ -88,6 +90,8 @@ public enum StrataError: Error, Sendable, Hashable, CustomStringConvertible {
             "the context has no persistent store coordinator"
         case .readOnlyStore(let store):
             "the store \(store) is read-only"
+        case .invalidContextConfiguration(let reason):
+            "the context cannot be configured that way: \(reason)"
         }
     }
 }
