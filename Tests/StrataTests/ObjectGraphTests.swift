@@ -161,6 +161,7 @@ struct ObjectGraphTests {
             let note = try Self.note("a", in: graph)
             try graph.save()
             id = note.objectID
+            _ = graph.takeChangeEvent()   // the event holds its objects until processed
         }
         #expect(graph.registeredObject(for: try #require(id)) == nil)  // released
         let fault = graph.object(for: try #require(id))

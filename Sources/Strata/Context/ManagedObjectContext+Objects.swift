@@ -107,9 +107,13 @@ extension ManagedObjectContext {
         graph.inaccessibleFaultHandler = handler
     }
 
-    /// Runs the delete rules of objects deleted since the last call. Every block run by
-    /// ``perform(schedule:_:)`` and ``performAndWait(_:)`` ends with it.
+    /// Ends an "event": runs the delete rules of objects deleted since the last call
+    /// (when ``propagatesDeletesAtEndOfEvent``), then posts
+    /// ``didChangeObjectsNotification`` for what changed since the last one. Every block
+    /// run by ``perform(schedule:_:)`` and ``performAndWait(_:)`` ends with it, and
+    /// ``save()`` starts with it.
     public func processPendingChanges() throws {
+        defer { postObjectsDidChange() }
         if graph.propagatesDeletesAtEndOfEvent { try graph.propagateDeletes() }
     }
 
@@ -121,19 +125,34 @@ extension ManagedObjectContext {
     /// - Throws: ``StrataError/validation(_:)`` with every failure;
     ///   ``StrataError/mergeConflicts(_:)``; ``StrataError/noStore(entity:)``; storage
     ///   errors. Nothing is written then, and the context keeps its changes.
+    ///
+    /// In order: ``processPendingChanges()``; then, when there is anything to save,
+    /// ``willSaveObjectsNotification``, each object's ``ManagedObject/willSave()``,
+    /// validation, one write, each object's ``ManagedObject/didSave()``, and
+    /// ``didSaveObjectsNotification`` (then ``didSaveObjectIDsNotification``). A save with
+    /// nothing to save writes and posts nothing.
     public func save() throws {
-        try graph.save()
+        try processPendingChanges()
+        let saved = try graph.save(
+            announce: { post(.willSave, ObjectChangeSets()) },
+            processChanges: { postObjectsDidChange() })
+        if !saved.isEmpty { post(.didSave, saved) }
     }
 
     /// Discards every unsaved change: inserted objects leave, deleted ones come back,
-    /// changed ones take their last saved or fetched values.
+    /// changed ones take their last saved or fetched values. Posts
+    /// ``didChangeObjectsNotification``: the inserted objects as invalidated, the others
+    /// as refreshed.
     public func rollback() {
         graph.rollback()
+        postObjectsDidChange()
     }
 
-    /// Forgets every object: they leave the context and can no longer be used.
+    /// Forgets every object: they leave the context and can no longer be used. Posts
+    /// ``didChangeObjectsNotification`` with every object invalidated.
     public func reset() {
         graph.reset()
+        postObjectsDidChange()
     }
 
     /// Refreshes `object` from its store: with `mergeChanges`, its unsaved changes stay

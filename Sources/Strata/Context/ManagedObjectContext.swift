@@ -51,6 +51,13 @@ public actor ManagedObjectContext: BlockPerformingActor {
     public var name: String?
     /// Whatever you want to keep with the context.
     public var userInfo: [String: any Sendable] = [:]
+    /// Where the context posts its notifications (``didChangeObjectsNotification`` and
+    /// the others): `NotificationCenter.default` unless you give it another, or nil to
+    /// post none there (a bulk import saves building the object sets; the streams of
+    /// ``notifications(of:bufferingPolicy:)`` are unaffected).
+    public var notificationCenter: NotificationCenter? = .default
+    /// The streams of ``notifications(of:bufferingPolicy:)``.
+    nonisolated let notifier = ContextNotifier()
 
     nonisolated let contextExecutor: ContextExecutor
 

@@ -16,15 +16,26 @@ extension ObjectGraph {
     ///   ``StrataError/noStore(entity:)``, ``StrataError/invalidObjectState(_:reason:)``
     ///   for a relationship between stores; storage errors. Nothing is written then, and
     ///   the context keeps its changes.
-    func save() throws {
+    ///
+    /// - Parameters:
+    ///   - announce: called once the save is known to have work, before any
+    ///     ``ManagedObject/willSave()`` (the WillSave notification).
+    ///   - processChanges: called after the objects' `willSave()`, which may change
+    ///     more (an ObjectsDidChange notification for those changes).
+    /// - Returns: the objects saved, with their permanent IDs; empty when there was
+    ///   nothing to save.
+    @discardableResult
+    func save(announce: () -> Void = {}, processChanges: () -> Void = {}) throws -> ObjectChangeSets {
         try propagateDeletes()
         try adoptNewDestinations()
-        guard hasChanges else { return }
+        guard hasChanges else { return ObjectChangeSets() }
+        announce()
         let inserted = self.inserted, updated = self.updated, deleted = self.deleted
         for object in inserted + updated + deleted { object.willSave() }
         // willSave may change or insert more.
         try propagateDeletes()
         try adoptNewDestinations()
+        processChanges()
         let toInsert = self.inserted, toUpdate = self.updated, toDelete = self.deleted
 
         var failures: [ValidationFailure] = []
@@ -78,6 +89,7 @@ extension ObjectGraph {
         }
         clearChanges()
         for object in toInsert + toUpdate + toDelete { object.didSave() }
+        return ObjectChangeSets(inserted: toInsert, updated: toUpdate, deleted: toDelete)
     }
 
     /// Objects reached through relationships of inserted or changed objects that are in

@@ -59,6 +59,8 @@ final class ObjectGraph: ManagedObjectOwner {
     private var assignedStores: [ObjectIdentifier: PersistentStore] = [:]
     /// Deleted objects whose delete rules have not run yet.
     private var pendingDeletes: [ManagedObject] = []
+    /// What changed since the last ``takeChangeEvent()`` (ObjectsDidChange).
+    private var event = ChangeEvent()
 
     private struct Registration {
         weak var weakObject: ManagedObject?
@@ -187,6 +189,7 @@ final class ObjectGraph: ManagedObjectOwner {
     }
 
     func objectWillChange(_ object: ManagedObject, key: String) {
+        event.record(object, in: .updated)
         guard changed[ObjectIdentifier(object)] == nil else { return }
         changed[ObjectIdentifier(object)] = object
         retain(object, strongly: true)
@@ -232,6 +235,7 @@ final class ObjectGraph: ManagedObjectOwner {
         inserted.append(object)
         changed[ObjectIdentifier(object)] = object
         register(object)
+        event.record(object, in: .inserted)
         object.awakeFromInsert()
         // Objects it already points to (a graph built before inserting) come along.
         for slot in entity.relationships.indices {
@@ -248,9 +252,11 @@ final class ObjectGraph: ManagedObjectOwner {
         deleted.removeAll { $0 === object }
         pendingDeletes.removeAll { $0 === object }
         object.deletedFlag = false
+        event.unrecord(object, from: .deleted)
         if !wasSaved {
             object.insertedFlag = true
             inserted.append(object)
+            event.record(object, in: .inserted)
         }
     }
 
@@ -266,6 +272,7 @@ final class ObjectGraph: ManagedObjectOwner {
         }
         guard !object.isDeleted else { return }
         object.prepareForDeletion()
+        event.record(object, in: .deleted)
         if object.isInserted {
             inserted.removeAll { $0 === object }
             object.insertedFlag = false
@@ -372,9 +379,21 @@ final class ObjectGraph: ManagedObjectOwner {
         rebalance()
     }
 
+    /// The changes since the last call, settled, for an ObjectsDidChange notification.
+    func takeChangeEvent() -> ObjectChangeSets {
+        guard !event.isEmpty else { return ObjectChangeSets() }
+        let sets = event.settled()
+        event = ChangeEvent()
+        return sets
+    }
+
     /// Forgets every object: they leave the context, inaccessible.
     func reset() {
+        event.discard()
+        event = ChangeEvent()
+        event.invalidatedAll = true
         for object in registeredObjects + inserted + deleted {
+            event.record(object, in: .invalidated)
             object.owner = nil
             object.faultState = .inaccessible
             object.insertedFlag = false
@@ -391,10 +410,14 @@ final class ObjectGraph: ManagedObjectOwner {
             table[object.objectID] = nil
             object.owner = nil
             object.insertedFlag = false
+            event.record(object, in: .invalidated)
         }
         for object in changed.values where !object.isInserted && object.owner === self {
             object.deletedFlag = false
             object.revertToCommitted()
+            event.unrecord(object, from: .updated)
+            event.unrecord(object, from: .deleted)
+            event.record(object, in: .refreshed)
         }
         for object in pendingDeletes where object.owner === self { object.deletedFlag = false }
         clearChanges()
@@ -404,7 +427,10 @@ final class ObjectGraph: ManagedObjectOwner {
     /// unsaved changes on top; without, discards its changes and turns it into a fault.
     func refresh(_ object: ManagedObject, mergeChanges: Bool) throws {
         guard object.owner === self, !object.isInserted else { return }
+        event.record(object, in: .refreshed)
         guard mergeChanges else {
+            event.unrecord(object, from: .updated)
+            event.unrecord(object, from: .deleted)
             changed[ObjectIdentifier(object)] = nil
             object.deletedFlag = false
             deleted.removeAll { $0 === object }

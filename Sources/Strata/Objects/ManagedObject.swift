@@ -49,6 +49,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var isModified = false
     var insertedFlag = false
     var deletedFlag = false
+    /// Which change sets of the context's next ObjectsDidChange notification the object
+    /// is already in (``ChangeEvent``): a bit per set, so recording a change is O(1).
+    var eventMarks: UInt8 = 0
 
     /// A new object of `entity` with its default values and a temporary ID, in no context.
     ///

@@ -1,0 +1,152 @@
+import Foundation
+
+/// One notification of a context, as a `Sendable` value: what
+/// ``ManagedObjectContext/notifications(of:bufferingPolicy:)`` streams.
+///
+/// The same events are posted on `NotificationCenter.default` under Core Data's names
+/// (``ManagedObjectContext/didChangeObjectsNotification`` and the others), with the
+/// objects themselves in `userInfo`. Objects cannot leave their context, so the stream
+/// carries their IDs: another context turns them into its own objects with
+/// ``ManagedObjectContext/object(with:)``.
+///
+/// ```swift
+/// for await saved in context.notifications(of: [.didSave]) {
+///     print("saved", saved.insertedObjectIDs.count, "new objects")
+/// }
+/// ```
+public struct ContextNotification: Sendable {
+    /// Which notification it is.
+    public enum Kind: Sendable, Hashable, CaseIterable {
+        /// Objects changed: posted by ``ManagedObjectContext/processPendingChanges()`` (the
+        /// end of every block), by ``ManagedObjectContext/reset()`` and
+        /// ``ManagedObjectContext/rollback()``, and inside ``ManagedObjectContext/save()``.
+        /// Never for objects that a fetch merely registered.
+        case objectsDidChange
+        /// A save with changes is about to start. It carries no object sets.
+        case willSave
+        /// A save committed: the inserted, updated and deleted objects, with permanent IDs.
+        case didSave
+    }
+
+    /// Which notification it is.
+    public let kind: Kind
+    /// The context that posted it.
+    public let context: ManagedObjectContext
+    /// The context's name when it posted.
+    public let contextName: String?
+    /// Objects inserted (into the context; or saved, for ``Kind/didSave``).
+    public let insertedObjectIDs: Set<ManagedObjectID>
+    /// Objects changed.
+    public let updatedObjectIDs: Set<ManagedObjectID>
+    /// Objects deleted. An object inserted and deleted without a save in between is in
+    /// no set.
+    public let deletedObjectIDs: Set<ManagedObjectID>
+    /// Objects refreshed (``ManagedObjectContext/refresh(_:mergeChanges:)``, a
+    /// rollback's reverted objects) and not changed in the same event.
+    public let refreshedObjectIDs: Set<ManagedObjectID>
+    /// Objects that left the context and can no longer be used (inserted objects of a
+    /// rollback; every object of a reset).
+    public let invalidatedObjectIDs: Set<ManagedObjectID>
+    /// Whether every object of the context was invalidated (a reset).
+    public let invalidatedAllObjects: Bool
+
+    /// The `NotificationCenter` name the same event is posted under.
+    public var name: Notification.Name {
+        switch kind {
+        case .objectsDidChange: ManagedObjectContext.didChangeObjectsNotification
+        case .willSave: ManagedObjectContext.willSaveObjectsNotification
+        case .didSave: ManagedObjectContext.didSaveObjectsNotification
+        }
+    }
+
+    init(kind: Kind, context: ManagedObjectContext, contextName: String?, sets: ObjectChangeSets) {
+        self.kind = kind
+        self.context = context
+        self.contextName = contextName
+        insertedObjectIDs = Set(sets.inserted.map(\.objectID))
+        updatedObjectIDs = Set(sets.updated.map(\.objectID))
+        deletedObjectIDs = Set(sets.deleted.map(\.objectID))
+        refreshedObjectIDs = Set(sets.refreshed.map(\.objectID))
+        invalidatedObjectIDs = Set(sets.invalidated.map(\.objectID))
+        invalidatedAllObjects = sets.invalidatedAll
+    }
+}
+
+extension ManagedObjectContext {
+    /// Posted when objects of the context changed: during
+    /// ``processPendingChanges()`` (which ends every block), after the changes are
+    /// processed; also by ``reset()`` and ``rollback()``. Not posted for objects a fetch
+    /// registers. `object` is the context; `userInfo` holds sets of objects under
+    /// ``NotificationKey/insertedObjects``, ``NotificationKey/updatedObjects``,
+    /// ``NotificationKey/deletedObjects``, ``NotificationKey/refreshedObjects``,
+    /// ``NotificationKey/invalidatedObjects`` (and ``NotificationKey/invalidatedAllObjects``
+    /// on a reset), and sets of their IDs under the `…ObjectIDs` keys. Observers run on
+    /// the context's executor, inside the context's block: the objects may be used there
+    /// (through `context.assumeIsolated`) and nowhere else; do not save from the
+    /// observer (Core Data warns of an infinite loop).
+    public static let didChangeObjectsNotification = Notification.Name("NSManagedObjectContextObjectsDidChangeNotification")
+    /// Posted when a save that has changes starts, before any object's
+    /// ``ManagedObject/willSave()``. `object` is the context; no `userInfo`.
+    public static let willSaveObjectsNotification = Notification.Name("NSManagedObjectContextWillSaveNotification")
+    /// Posted after a save committed. `object` is the context; `userInfo` holds the
+    /// saved objects (with their permanent IDs) under ``NotificationKey/insertedObjects``,
+    /// ``NotificationKey/updatedObjects`` and ``NotificationKey/deletedObjects``, and their
+    /// IDs under the `…ObjectIDs` keys. Objects inserted and deleted before the save are in
+    /// no set. Use the objects only on the context's executor; pass IDs elsewhere.
+    public static let didSaveObjectsNotification = Notification.Name("NSManagedObjectContextDidSaveNotification")
+    /// Posted after ``didSaveObjectsNotification``, with only the saved object IDs in
+    /// `userInfo` (``NotificationKey/insertedObjectIDs``, ``NotificationKey/updatedObjectIDs``,
+    /// ``NotificationKey/deletedObjectIDs``): every value is `Sendable`.
+    public static let didSaveObjectIDsNotification = Notification.Name("NSManagedObjectContextDidSaveObjectIDsNotification")
+
+    /// The `userInfo` keys of context notifications (Core Data's
+    /// `NSManagedObjectContext.NotificationKey`; the raw values are Core Data's).
+    public enum NotificationKey: String, Sendable, CaseIterable {
+        /// `Set<ManagedObject>`: objects inserted (or saved as new).
+        case insertedObjects = "inserted"
+        /// `Set<ManagedObject>`: objects changed.
+        case updatedObjects = "updated"
+        /// `Set<ManagedObject>`: objects deleted.
+        case deletedObjects = "deleted"
+        /// `Set<ManagedObject>`: objects refreshed and not changed in the same event.
+        case refreshedObjects = "refreshed"
+        /// `Set<ManagedObject>`: objects that can no longer be used.
+        case invalidatedObjects = "invalidated"
+        /// `Set<ManagedObjectID>`: every object of the context, after a reset.
+        case invalidatedAllObjects = "invalidatedAll"
+        /// `Set<ManagedObjectID>`: IDs of the inserted objects.
+        case insertedObjectIDs = "inserted_objectIDs"
+        /// `Set<ManagedObjectID>`: IDs of the updated objects.
+        case updatedObjectIDs = "updated_objectIDs"
+        /// `Set<ManagedObjectID>`: IDs of the deleted objects.
+        case deletedObjectIDs = "deleted_objectIDs"
+        /// `Set<ManagedObjectID>`: IDs of the refreshed objects.
+        case refreshedObjectIDs = "refreshed_objectIDs"
+        /// `Set<ManagedObjectID>`: IDs of the invalidated objects.
+        case invalidatedObjectIDs = "invalidated_objectIDs"
+    }
+}
+
+extension Notification.Name {
+    /// Core Data's older name of ``ManagedObjectContext/didChangeObjectsNotification``.
+    public static let NSManagedObjectContextObjectsDidChange = ManagedObjectContext.didChangeObjectsNotification
+    /// Core Data's older name of ``ManagedObjectContext/willSaveObjectsNotification``.
+    public static let NSManagedObjectContextWillSave = ManagedObjectContext.willSaveObjectsNotification
+    /// Core Data's older name of ``ManagedObjectContext/didSaveObjectsNotification``.
+    public static let NSManagedObjectContextDidSave = ManagedObjectContext.didSaveObjectsNotification
+}
+
+/// Core Data's key for inserted objects in a notification's `userInfo`
+/// (``ManagedObjectContext/NotificationKey/insertedObjects``).
+public let NSInsertedObjectsKey = ManagedObjectContext.NotificationKey.insertedObjects.rawValue
+/// Core Data's key for updated objects (``ManagedObjectContext/NotificationKey/updatedObjects``).
+public let NSUpdatedObjectsKey = ManagedObjectContext.NotificationKey.updatedObjects.rawValue
+/// Core Data's key for deleted objects (``ManagedObjectContext/NotificationKey/deletedObjects``).
+public let NSDeletedObjectsKey = ManagedObjectContext.NotificationKey.deletedObjects.rawValue
+/// Core Data's key for refreshed objects (``ManagedObjectContext/NotificationKey/refreshedObjects``).
+public let NSRefreshedObjectsKey = ManagedObjectContext.NotificationKey.refreshedObjects.rawValue
+/// Core Data's key for invalidated objects (``ManagedObjectContext/NotificationKey/invalidatedObjects``).
+public let NSInvalidatedObjectsKey = ManagedObjectContext.NotificationKey.invalidatedObjects.rawValue
+/// Core Data's key marking that every object was invalidated
+/// (``ManagedObjectContext/NotificationKey/invalidatedAllObjects``).
+public let NSInvalidatedAllObjectsKey = ManagedObjectContext.NotificationKey.invalidatedAllObjects.rawValue

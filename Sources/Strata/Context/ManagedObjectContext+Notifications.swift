@@ -1,0 +1,132 @@
+import Foundation
+
+// Notifications: Core Data's, posted on a NotificationCenter, and the same events as
+// Sendable values on AsyncStreams (Linux Foundation has no `notifications(named:)`).
+extension ManagedObjectContext {
+    /// The context's notifications as they happen, from now until the stream is dropped
+    /// or its task cancelled.
+    ///
+    /// Each event is delivered to every stream subscribed when it is posted, in the
+    /// order the context posts them. A stream made before a block runs sees that
+    /// block's events:
+    ///
+    /// ```swift
+    /// let saves = context.notifications(of: [.didSave])
+    /// try await context.perform { context in … try context.save() }
+    /// for await saved in saves { … }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - kinds: the notifications wanted; all by default.
+    ///   - bufferingPolicy: how many undelivered events the stream keeps for a slow
+    ///     reader; unbounded by default.
+    public nonisolated func notifications(
+        of kinds: Set<ContextNotification.Kind> = Set(ContextNotification.Kind.allCases),
+        bufferingPolicy: AsyncStream<ContextNotification>.Continuation.BufferingPolicy = .unbounded
+    ) -> AsyncStream<ContextNotification> {
+        notifier.subscribe(to: kinds, bufferingPolicy: bufferingPolicy)
+    }
+
+    /// Posts an ObjectsDidChange notification for what changed since the last one, if
+    /// anything did.
+    func postObjectsDidChange() {
+        let sets = graph.takeChangeEvent()
+        guard !sets.isEmpty else { return }
+        post(.objectsDidChange, sets)
+    }
+
+    /// Posts `kind` on the notification center and to the streams that want it. Nothing
+    /// is built for a receiver that is not there.
+    func post(_ kind: ContextNotification.Kind, _ sets: ObjectChangeSets) {
+        if let center = notificationCenter {
+            switch kind {
+            case .objectsDidChange:
+                center.post(name: Self.didChangeObjectsNotification, object: self, userInfo: Self.userInfo(sets))
+            case .willSave:
+                center.post(name: Self.willSaveObjectsNotification, object: self, userInfo: nil)
+            case .didSave:
+                center.post(name: Self.didSaveObjectsNotification, object: self, userInfo: Self.userInfo(sets))
+                center.post(name: Self.didSaveObjectIDsNotification, object: self, userInfo: Self.userInfo(sets, objects: false))
+            }
+        }
+        if notifier.wants(kind) {
+            notifier.yield(ContextNotification(kind: kind, context: self, contextName: name, sets: sets))
+        }
+    }
+
+    /// The `userInfo` of a notification: each non-empty set of objects (when `objects`)
+    /// and of their IDs.
+    private static func userInfo(_ sets: ObjectChangeSets, objects: Bool = true) -> [AnyHashable: Any] {
+        var info: [AnyHashable: Any] = [:]
+        func put(_ list: [ManagedObject], _ key: NotificationKey, _ idKey: NotificationKey) {
+            guard !list.isEmpty else { return }
+            if objects { info[key.rawValue] = Set(list) }
+            info[idKey.rawValue] = Set(list.map(\.objectID))
+        }
+        put(sets.inserted, .insertedObjects, .insertedObjectIDs)
+        put(sets.updated, .updatedObjects, .updatedObjectIDs)
+        put(sets.deleted, .deletedObjects, .deletedObjectIDs)
+        put(sets.refreshed, .refreshedObjects, .refreshedObjectIDs)
+        put(sets.invalidated, .invalidatedObjects, .invalidatedObjectIDs)
+        if sets.invalidatedAll {
+            info[NotificationKey.invalidatedAllObjects.rawValue] = Set(sets.invalidated.map(\.objectID))
+        }
+        return info
+    }
+}
+
+/// The streams of one context's notifications.
+final class ContextNotifier: Sendable {
+    private struct Subscriber: Sendable {
+        let kinds: Set<ContextNotification.Kind>
+        let continuation: AsyncStream<ContextNotification>.Continuation
+    }
+
+    private struct State: Sendable {
+        var subscribers: [UInt64: Subscriber] = [:]
+        var nextToken: UInt64 = 0
+    }
+
+    private let state = LockedValue(State())
+
+    /// A new stream of `kinds`, removed when it terminates.
+    func subscribe(
+        to kinds: Set<ContextNotification.Kind>,
+        bufferingPolicy: AsyncStream<ContextNotification>.Continuation.BufferingPolicy
+    ) -> AsyncStream<ContextNotification> {
+        let (stream, continuation) = AsyncStream.makeStream(of: ContextNotification.self, bufferingPolicy: bufferingPolicy)
+        let token = state.withLock { state in
+            state.nextToken += 1
+            state.subscribers[state.nextToken] = Subscriber(kinds: kinds, continuation: continuation)
+            return state.nextToken
+        }
+        continuation.onTermination = { [weak self] _ in
+            self?.state.withLock { state in state.subscribers[token] = nil }
+        }
+        return stream
+    }
+
+    /// Whether a stream wants `kind`.
+    func wants(_ kind: ContextNotification.Kind) -> Bool {
+        state.withLock { state in state.subscribers.values.contains { $0.kinds.contains(kind) } }
+    }
+
+    /// Delivers `notification` to every stream that wants it.
+    func yield(_ notification: ContextNotification) {
+        let receivers = state.withLock { state in
+            state.subscribers.values.filter { $0.kinds.contains(notification.kind) }.map(\.continuation)
+        }
+        for continuation in receivers { continuation.yield(notification) }
+    }
+
+    /// Ends every stream (the context is going away).
+    func finish() {
+        let receivers = state.withLock { state in
+            defer { state.subscribers = [:] }
+            return state.subscribers.values.map(\.continuation)
+        }
+        for continuation in receivers { continuation.finish() }
+    }
+
+    deinit { finish() }
+}
