@@ -195,3 +195,77 @@ struct ContextWithoutCoordinatorTests {
         #expect(saved == 1)
     }
 }
+
+@Suite("Managed object context: detectConflicts(for:)")
+struct ContextDetectConflictsTests {
+    /// Saves two notes and returns their IDs.
+    static func twoNotes(_ context: ManagedObjectContext) async throws -> (ManagedObjectID, ManagedObjectID) {
+        try await context.perform { context in
+            let a = Note(), b = Note()
+            a.title = "read"
+            b.title = "written"
+            try context.insert(a)
+            try context.insert(b)
+            try context.save()
+            return (a.objectID, b.objectID)
+        }
+    }
+
+    @Test("detectConflicts(for:) makes the next save fail when the unchanged object changed in the store; nothing is written")
+    func detectsConflictOnUnchangedObject() async throws {
+        let coordinator = try await ManagedObjectContextTests.coordinator()
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let other = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let (read, written) = try await Self.twoNotes(context)
+        try await context.perform { context in
+            try context.detectConflicts(for: context.object(with: read))
+        }
+        try await other.perform { context in
+            (try context.existingObject(with: read) as? Note)?.title = "changed elsewhere"
+            try context.save()
+        }
+        let error = await context.perform { context in
+            (context.object(with: written) as? Note)?.title = "depends on read"
+            do {
+                try context.save()
+                return nil as StrataError?
+            } catch {
+                return error as? StrataError
+            }
+        }
+        guard case .mergeConflicts(let conflicts)? = error else {
+            Issue.record("expected a merge conflict, got \(String(describing: error))")
+            return
+        }
+        #expect(conflicts.map(\.objectID) == [read])
+        let stored = try await other.perform { context in
+            (try context.existingObject(with: written) as? Note)?.title
+        }
+        #expect(stored == "written")
+    }
+
+    @Test("without detectConflicts(for:) the same save succeeds; after a successful save the check is dropped")
+    func checkIsOptInAndDropped() async throws {
+        let coordinator = try await ManagedObjectContextTests.coordinator()
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let other = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let (read, written) = try await Self.twoNotes(context)
+        let held = try await context.perform { context in
+            context.retainsRegisteredObjects = true   // keep the checked object across blocks
+            _ = try context.existingObject(with: read)
+            (context.object(with: written) as? Note)?.title = "first"
+            try context.detectConflicts(for: context.object(with: read))
+            try context.save()      // nothing changed underneath yet: succeeds
+            return context.registeredObject(for: read) != nil
+        }
+        #expect(held)
+        try await other.perform { context in
+            (try context.existingObject(with: read) as? Note)?.title = "changed elsewhere"
+            try context.save()
+        }
+        try await context.perform { context in
+            (context.object(with: written) as? Note)?.title = "second"
+            try context.save()      // the check went with the first save
+        }
+    }
+}

@@ -168,6 +168,19 @@ extension ManagedObjectContext {
         }
     }
 
+    /// Makes the next save fail with ``StrataError/mergeConflicts(_:)`` if `object` was
+    /// changed or deleted in its store since this context read it, even though `object`
+    /// itself has no changes: optimistic locking for an object your changes depend on.
+    /// Changed and deleted objects are always checked. The check happens only when the
+    /// save has changes to write; it is dropped after a successful save, a rollback or a
+    /// reset. A fault is read now.
+    ///
+    /// - Throws: ``StrataError/invalidObjectState(_:reason:)`` for an object of another
+    ///   context; ``StrataError/inaccessibleFault(_:)`` when its row is already gone.
+    public func detectConflicts(for object: ManagedObject) throws {
+        try graph.detectConflicts(for: object)
+    }
+
     /// Gives inserted objects their permanent IDs now (one write per store involved).
     public func obtainPermanentIDs(for objects: [ManagedObject]) throws {
         try graph.obtainPermanentIDs(for: objects)

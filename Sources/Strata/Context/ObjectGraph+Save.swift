@@ -72,6 +72,10 @@ extension ObjectGraph {
             let store = try coordinator.store(of: object.objectID)
             add(store) { $0.deleted.append(StoreChanges.Deletion(objectID: object.objectID, expectedVersion: object.rowVersion)) }
         }
+        for object in conflictChecks.values where object.owner === self && !object.hasChanges && !object.objectID.isTemporaryID {
+            let store = try coordinator.store(of: object.objectID)
+            add(store) { $0.checked.append(StoreChanges.Deletion(objectID: object.objectID, expectedVersion: object.rowVersion)) }
+        }
         try checkStores(toInsert + toUpdate, storeOfObject)
 
         let outcome = try coordinator.save(order.map { saves[$0]! })
@@ -126,6 +130,19 @@ extension ObjectGraph {
                 }
             }
         }
+    }
+
+    /// Makes the next save fail with a conflict if `object`'s stored row changed (or went)
+    /// since the context read it, even when `object` itself has no changes: optimistic
+    /// locking of an object the save depends on. Changed and deleted objects are always
+    /// checked. A fault is read now, so the check is against the row as it is now.
+    func detectConflicts(for object: ManagedObject) throws {
+        guard object.owner === self else {
+            throw StrataError.invalidObjectState(object.objectID, reason: "it does not belong to this context")
+        }
+        guard !object.objectID.isTemporaryID, !object.isInserted else { return }
+        guard object.fulfilIfNeeded() else { throw object.inaccessibleError }
+        conflictChecks[ObjectIdentifier(object)] = object
     }
 
     /// A saved deletion: the object leaves the context.

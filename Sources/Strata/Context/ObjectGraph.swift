@@ -59,6 +59,9 @@ final class ObjectGraph: ManagedObjectOwner {
     private var assignedStores: [ObjectIdentifier: PersistentStore] = [:]
     /// Deleted objects whose delete rules have not run yet.
     private var pendingDeletes: [ManagedObject] = []
+    /// Unchanged objects whose stored rows the next save checks
+    /// (``ManagedObjectContext/detectConflicts(for:)``).
+    var conflictChecks: [ObjectIdentifier: ManagedObject] = [:]
     /// What changed since the last ``takeChangeEvent()`` (ObjectsDidChange).
     private var event = ChangeEvent()
 
@@ -376,6 +379,7 @@ final class ObjectGraph: ManagedObjectOwner {
         pendingDeletes = []
         changed = [:]
         assignedStores = [:]
+        conflictChecks = [:]
         rebalance()
     }
 

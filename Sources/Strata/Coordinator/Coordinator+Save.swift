@@ -10,6 +10,8 @@ struct StoreSave: Sendable {
     var updated: [ObjectSnapshot] = []
     /// Deleted objects, each with the row version it was based on (nil: no check).
     var deleted: [StoreChanges.Deletion] = []
+    /// Objects not written whose row versions must still be these.
+    var checked: [StoreChanges.Deletion] = []
 }
 
 /// What a committed save did.
@@ -60,6 +62,7 @@ extension PersistentStoreCoordinator {
             changes.inserted = save.inserted.map { $0.replacingIDs(local.permanentIDs) }
             changes.updated = save.updated.map { $0.replacingIDs(local.permanentIDs) }
             changes.deleted = save.deleted
+            changes.checked = save.checked
             do {
                 local.versions = try writer.apply(changes)
             } catch let StoreWriteError.conflict(conflicts) {

@@ -50,4 +50,7 @@ struct StoreChanges: Sendable, Hashable {
     var updated: [ObjectSnapshot] = []
     /// Deleted objects.
     var deleted: [Deletion] = []
+    /// Objects not written whose stored versions must still match (optimistic locking
+    /// of ``ManagedObjectContext/detectConflicts(for:)``).
+    var checked: [Deletion] = []
 }

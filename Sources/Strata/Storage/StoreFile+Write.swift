@@ -232,7 +232,7 @@ struct StoreWriter: ~Copyable {
     mutating func apply(_ changes: StoreChanges) throws -> [ManagedObjectID: UInt64] {
         var conflicts: [StoreConflict] = []
         let expectations = changes.updated.map { ($0.objectID, $0.version) }
-            + changes.deleted.compactMap { deletion in deletion.expectedVersion.map { (deletion.objectID, $0) } }
+            + (changes.deleted + changes.checked).compactMap { deletion in deletion.expectedVersion.map { (deletion.objectID, $0) } }
         for (id, expected) in expectations {
             let stored = try StoreFile.translatingStorageErrors {
                 let (storage, key) = try store.row(of: id)
