@@ -26,6 +26,11 @@ public struct ContextNotification: Sendable {
         case willSave
         /// A save committed: the inserted, updated and deleted objects, with permanent IDs.
         case didSave
+        /// Another context's saved changes were merged in
+        /// (``ManagedObjectContext/mergeChanges(fromContextDidSave:)-(ContextNotification)``):
+        /// the IDs merged, of objects this context had registered (updated, deleted) or
+        /// now has (inserted).
+        case didMergeChanges
     }
 
     /// Which notification it is.
@@ -56,6 +61,7 @@ public struct ContextNotification: Sendable {
         case .objectsDidChange: ManagedObjectContext.didChangeObjectsNotification
         case .willSave: ManagedObjectContext.willSaveObjectsNotification
         case .didSave: ManagedObjectContext.didSaveObjectsNotification
+        case .didMergeChanges: ManagedObjectContext.didMergeChangesObjectIDsNotification
         }
     }
 
@@ -69,6 +75,18 @@ public struct ContextNotification: Sendable {
         refreshedObjectIDs = Set(sets.refreshed.map(\.objectID))
         invalidatedObjectIDs = Set(sets.invalidated.map(\.objectID))
         invalidatedAllObjects = sets.invalidatedAll
+    }
+
+    init(mergedInto context: ManagedObjectContext, contextName: String?, ids: MergedIDs) {
+        kind = .didMergeChanges
+        self.context = context
+        self.contextName = contextName
+        insertedObjectIDs = ids.inserted
+        updatedObjectIDs = ids.updated
+        deletedObjectIDs = ids.deleted
+        refreshedObjectIDs = []
+        invalidatedObjectIDs = []
+        invalidatedAllObjects = false
     }
 }
 

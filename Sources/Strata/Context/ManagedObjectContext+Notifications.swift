@@ -47,6 +47,8 @@ extension ManagedObjectContext {
             case .didSave:
                 center.post(name: Self.didSaveObjectsNotification, object: self, userInfo: Self.userInfo(sets))
                 center.post(name: Self.didSaveObjectIDsNotification, object: self, userInfo: Self.userInfo(sets, objects: false))
+            case .didMergeChanges:
+                break   // posted by postDidMerge(_:)
             }
         }
         if notifier.wants(kind) {

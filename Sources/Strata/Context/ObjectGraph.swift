@@ -383,6 +383,28 @@ final class ObjectGraph: ManagedObjectOwner {
         rebalance()
     }
 
+    /// Records `object` in the current event (a merge's inserted objects).
+    func recordEvent(_ object: ManagedObject, in set: ChangeEvent.Set) {
+        event.record(object, in: set)
+    }
+
+    /// An object deleted in its store by someone else (a merged save): it leaves the
+    /// context as a deleted object, whatever unsaved changes it had.
+    func forgetMergedDeletion(_ object: ManagedObject) {
+        let key = ObjectIdentifier(object)
+        changed[key] = nil
+        conflictChecks[key] = nil
+        deleted.removeAll { $0 === object }
+        pendingDeletes.removeAll { $0 === object }
+        event.unrecord(object, from: .updated)
+        event.record(object, in: .deleted)
+        unregister(object)
+        object.owner = nil
+        object.deletedFlag = true
+        object.isModified = false
+        object.faultState = .inaccessible
+    }
+
     /// The changes since the last call, settled, for an ObjectsDidChange notification.
     func takeChangeEvent() -> ObjectChangeSets {
         guard !event.isEmpty else { return ObjectChangeSets() }

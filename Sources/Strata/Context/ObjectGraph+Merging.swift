@@ -1,0 +1,40 @@
+import Foundation
+
+extension ObjectGraph {
+    /// Brings another context's saved changes into this one (Core Data's
+    /// `mergeChanges(fromContextDidSave:)`): registered objects that were updated are
+    /// refreshed with their unsaved changes kept on top; inserted objects are registered
+    /// as faults; registered objects that were deleted leave the context as deleted
+    /// objects. IDs of objects this context never saw cost nothing beyond the lookup.
+    ///
+    /// - Returns: the IDs actually merged (for the didMergeChanges notification).
+    func mergeChanges(inserted: Set<ManagedObjectID>, updated: Set<ManagedObjectID>, deleted: Set<ManagedObjectID>) throws -> MergedIDs {
+        var merged = MergedIDs()
+        for id in deleted {
+            guard let object = registeredObject(for: id) else { continue }
+            forgetMergedDeletion(object)
+            merged.deleted.insert(id)
+        }
+        for id in updated where !deleted.contains(id) {
+            guard let object = registeredObject(for: id) else { continue }
+            try refresh(object, mergeChanges: true)
+            merged.updated.insert(id)
+        }
+        for id in inserted where !deleted.contains(id) {
+            if registeredObject(for: id) == nil {
+                let object = self.object(for: id)
+                recordEvent(object, in: .inserted)
+            }
+            merged.inserted.insert(id)
+        }
+        return merged
+    }
+}
+
+/// The object IDs a merge brought in, by what happened to them elsewhere.
+struct MergedIDs: Sendable {
+    var inserted: Set<ManagedObjectID> = []
+    var updated: Set<ManagedObjectID> = []
+    var deleted: Set<ManagedObjectID> = []
+    var isEmpty: Bool { inserted.isEmpty && updated.isEmpty && deleted.isEmpty }
+}
