@@ -294,17 +294,13 @@ final class ObjectGraph: ManagedObjectOwner {
                         continue
                     case .nullify:
                         guard object.loadRelationshipIfNeeded(slot) else { continue }
-                        for destination in object.relationshipValues[slot].objects {
-                            object.removeDestination(destination, slot: slot)
-                        }
+                        detachDestinations(of: object, slot: slot)
                     case .cascade:
                         guard object.loadRelationshipIfNeeded(slot) else { continue }
                         for destination in object.relationshipValues[slot].objects where !destination.isDeleted {
                             try delete(destination)
                         }
-                        for destination in object.relationshipValues[slot].objects {
-                            object.removeDestination(destination, slot: slot)
-                        }
+                        detachDestinations(of: object, slot: slot)
                     }
                 }
                 if !object.isInserted && !deleted.contains(where: { $0 === object }) {
@@ -316,6 +312,18 @@ final class ObjectGraph: ManagedObjectOwner {
                     object.deletedFlag = false
                 }
             }
+        }
+    }
+
+    /// Empties relationship `slot` of a deleted object, both sides: a to-many loses each
+    /// destination, a to-one is set to nil (its destination's inverse drops the object).
+    private func detachDestinations(of object: ManagedObject, slot: Int) {
+        if object.entity.relationships[slot].isToMany {
+            for destination in object.relationshipValues[slot].objects {
+                object.removeDestination(destination, slot: slot)
+            }
+        } else {
+            object.setToOne(slot, to: nil)
         }
     }
 
