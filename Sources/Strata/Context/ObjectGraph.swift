@@ -427,7 +427,9 @@ final class ObjectGraph: ManagedObjectOwner {
         object.apply(stored)
         guard let local, let committed else { return }
         // Local changes win over the stored values, property by property.
-        for slot in object.entity.attributes.indices where local.attributes[slot] != committed.attributes[slot] {
+        // Transient attributes are not in the snapshots (nil there): they keep their value.
+        for (slot, attribute) in object.entity.attributes.enumerated()
+        where !attribute.isTransient && local.attributes[slot] != committed.attributes[slot] {
             object.attributeValues[slot] = local.attributes[slot]
             object.isModified = true
         }
