@@ -81,10 +81,14 @@ struct ContextConcurrencyTests {
         throw StrataError.invalidContextConfiguration("no transfer after 500 attempts")
     }
 
-    /// Inside a block: the sum of the balances as one fetch sees them.
+    /// Inside a block: the sum of the balances as one fetch sees them. The objects come
+    /// back with their values (`returnsObjectsAsFaults` false): faults would each read
+    /// the store when they fire, later, possibly after other saves.
     static func total(in context: isolated ManagedObjectContext) throws -> (sum: Int, accounts: Int) {
         context.reset()
-        let accounts = try context.fetch(FetchRequest<Account>())
+        var request = FetchRequest<Account>()
+        request.returnsObjectsAsFaults = false
+        let accounts = try context.fetch(request)
         return (accounts.reduce(0) { $0 + $1.balance }, accounts.count)
     }
 
@@ -153,7 +157,9 @@ struct ContextConcurrencyTests {
                         try await context.perform { context in
                             let (sum, count) = try Self.total(in: context)
                             #expect(sum == Self.accounts * Self.opening && count == Self.accounts)
-                            let serials = try context.fetch(FetchRequest<Receipt>()).map(\.serial)
+                            var receipts = FetchRequest<Receipt>()
+                            receipts.returnsObjectsAsFaults = false
+                            let serials = try context.fetch(receipts).map(\.serial)
                             let perSave = Dictionary(grouping: serials) { $0 }.values.map(\.count)
                             #expect(perSave.allSatisfy { $0 == receiptsPerSave })
                             let counted = try context.count(for: FetchRequest<Receipt>())
