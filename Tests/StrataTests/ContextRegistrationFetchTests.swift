@@ -92,6 +92,7 @@ struct ContextRegistrationFetchTests {
         let a = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let b = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let inA = try await a.perform { context in
+            context.retainsRegisteredObjects = true   // alive while b makes its own: identifiers are not reused
             let fetched = try context.fetch(ContextReference.notes())
             let again = try context.fetch(ContextReference.notes())
             let byID = context.object(with: ids[0])
