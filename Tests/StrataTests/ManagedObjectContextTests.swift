@@ -68,7 +68,7 @@ struct ManagedObjectContextTests {
         let a = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let b = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let done = TestBox(0)
-        let thread = TestThread {
+        let thread = TestRun {
             a.performAndWait { a in
                 let note = Note()
                 note.title = "from a"
@@ -80,7 +80,7 @@ struct ManagedObjectContextTests {
                 }
             }
         }
-        #expect(await joins(thread, seconds: 30))
+        #expect(await thread.joined(seconds: 30))
         #expect(done.value == 1)
     }
 
@@ -140,7 +140,7 @@ struct ManagedObjectContextTests {
         let coordinator = try await Self.coordinator()
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let result = TestBox<Bool?>(nil)
-        let thread = TestThread {
+        let thread = TestRun {
             context.lock()
             let inserted = context.performAndWait { context in
                 try? context.insert(Note())
@@ -150,7 +150,7 @@ struct ManagedObjectContextTests {
             let strayUnlock = (try? context.unlock()) == nil
             result.value = inserted == 1 && unlocked && strayUnlock
         }
-        #expect(await joins(thread, seconds: 30))
+        #expect(await thread.joined(seconds: 30))
         #expect(result.value == true)
     }
 }

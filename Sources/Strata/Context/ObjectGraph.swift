@@ -304,17 +304,13 @@ final class ObjectGraph: ManagedObjectOwner {
                         continue
                     case .nullify:
                         guard object.loadRelationshipIfNeeded(slot) else { continue }
-                        for destination in object.relationshipValues[slot].objects {
-                            object.removeDestination(destination, slot: slot)
-                        }
+                        detachDestinations(of: object, slot: slot)
                     case .cascade:
                         guard object.loadRelationshipIfNeeded(slot) else { continue }
                         for destination in object.relationshipValues[slot].objects where !destination.isDeleted {
                             try delete(destination)
                         }
-                        for destination in object.relationshipValues[slot].objects {
-                            object.removeDestination(destination, slot: slot)
-                        }
+                        detachDestinations(of: object, slot: slot)
                     }
                 }
                 if !object.isInserted && !deleted.contains(where: { $0 === object }) {
@@ -326,6 +322,18 @@ final class ObjectGraph: ManagedObjectOwner {
                     object.deletedFlag = false
                 }
             }
+        }
+    }
+
+    /// Empties relationship `slot` of a deleted object, both sides: a to-many loses each
+    /// destination, a to-one is set to nil (its destination's inverse drops the object).
+    private func detachDestinations(of object: ManagedObject, slot: Int) {
+        if object.entity.relationships[slot].isToMany {
+            for destination in object.relationshipValues[slot].objects {
+                object.removeDestination(destination, slot: slot)
+            }
+        } else {
+            object.setToOne(slot, to: nil)
         }
     }
 
@@ -471,7 +479,9 @@ final class ObjectGraph: ManagedObjectOwner {
         object.apply(stored)
         guard let local, let committed else { return }
         // Local changes win over the stored values, property by property.
-        for slot in object.entity.attributes.indices where local.attributes[slot] != committed.attributes[slot] {
+        // Transient attributes are not in the snapshots (nil there): they keep their value.
+        for (slot, attribute) in object.entity.attributes.enumerated()
+        where !attribute.isTransient && local.attributes[slot] != committed.attributes[slot] {
             object.attributeValues[slot] = local.attributes[slot]
             object.isModified = true
         }
