@@ -135,7 +135,7 @@ struct ContextRegistrationFetchTests {
         // A row that was never written: object(with:) makes no attempt to verify it.
         let neverWritten = ManagedObjectID(store: store.identifier, entityName: "Note", primaryKey: PrimaryKey(9_999)!)
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
-        try await context.perform { context in
+        await context.perform { context in
             context.retainsRegisteredObjects = true   // keep the faults registered for the second block
             let kept = context.object(with: ids[0])
             let gone = context.object(with: ids[1])

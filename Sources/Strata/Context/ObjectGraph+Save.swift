@@ -30,13 +30,16 @@ extension ObjectGraph {
         try adoptNewDestinations()
         guard hasChanges else { return ObjectChangeSets() }
         announce()
-        let inserted = self.inserted, updated = self.updated, deleted = self.deleted
+        let inserted = self.inserted, updated = self.updated, deleted = self.deleted.filter { !vanished.contains(ObjectIdentifier($0)) }
         for object in inserted + updated + deleted { object.willSave() }
         // willSave may change or insert more.
         try propagateDeletes()
         try adoptNewDestinations()
         processChanges()
-        let toInsert = self.inserted, toUpdate = self.updated, toDelete = self.deleted
+        let toInsert = self.inserted, toUpdate = self.updated
+        // Objects whose rows were gone when their faults fired are discarded, unwritten.
+        let toDiscard = self.deleted.filter { vanished.contains(ObjectIdentifier($0)) }
+        let toDelete = self.deleted.filter { !vanished.contains(ObjectIdentifier($0)) }
 
         var failures: [ValidationFailure] = []
         func collect(_ check: () throws -> Void) throws {
@@ -88,7 +91,7 @@ extension ObjectGraph {
         for object in toUpdate {
             object.didCommit(permanentID: nil, version: outcome.versions[object.objectID] ?? object.rowVersion + 1)
         }
-        for object in toDelete {
+        for object in toDelete + toDiscard {
             forget(object)
         }
         clearChanges()

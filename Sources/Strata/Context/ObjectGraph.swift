@@ -59,6 +59,9 @@ final class ObjectGraph: ManagedObjectOwner {
     private var assignedStores: [ObjectIdentifier: PersistentStore] = [:]
     /// Deleted objects whose delete rules have not run yet.
     private var pendingDeletes: [ManagedObject] = []
+    /// Deleted objects whose rows were already gone when their faults fired: the next
+    /// save or reset discards them without writing or validating anything.
+    var vanished: Set<ObjectIdentifier> = []
     /// Unchanged objects whose stored rows the next save checks
     /// (``ManagedObjectContext/detectConflicts(for:)``).
     var conflictChecks: [ObjectIdentifier: ManagedObject] = [:]
@@ -200,11 +203,21 @@ final class ObjectGraph: ManagedObjectOwner {
 
     func handleInaccessibleFault(_ object: ManagedObject, property: String?, error: StrataError) -> Bool {
         if let handler = inaccessibleFaultHandler, !handler(object, object.objectID, property) { return false }
-        guard shouldDeleteInaccessibleFaults else { return false }
-        // The row is gone: the object reads as deleted, with nil and zero values.
+        // Only a row that is gone makes a deleted object; a storage failure leaves the
+        // object inaccessible, so the access reports it.
+        guard shouldDeleteInaccessibleFaults, case .inaccessibleFault = error else { return false }
+        // The row is gone: the object reads as deleted, with nil and zero values, and is
+        // in deletedObjects until the next save or reset discards it (no store write:
+        // there is no row, and no validation).
         object.attributeValues = Array(repeating: nil, count: object.entity.attributes.count)
         object.relationshipValues = object.entity.relationships.map { $0.isToMany ? .toMany(ToManyStorage(isOrdered: $0.isOrdered)) : .toOne(nil) }
         object.faultState = .fulfilled
+        let key = ObjectIdentifier(object)
+        vanished.insert(key)
+        if !deleted.contains(where: { $0 === object }) { deleted.append(object) }
+        changed[key] = object
+        retain(object, strongly: true)
+        event.record(object, in: .deleted)
         return true
     }
 
@@ -388,6 +401,7 @@ final class ObjectGraph: ManagedObjectOwner {
         changed = [:]
         assignedStores = [:]
         conflictChecks = [:]
+        vanished = []
         rebalance()
     }
 
@@ -445,6 +459,12 @@ final class ObjectGraph: ManagedObjectOwner {
             object.owner = nil
             object.insertedFlag = false
             event.record(object, in: .invalidated)
+        }
+        for object in deleted where vanished.contains(ObjectIdentifier(object)) {
+            // Its row is gone: nothing to go back to.
+            unregister(object)
+            object.owner = nil
+            object.faultState = .inaccessible
         }
         for object in changed.values where !object.isInserted && object.owner === self {
             object.deletedFlag = false
