@@ -27,7 +27,7 @@ import Synchronization
 /// before ``loadPersistentStores()`` to put stores elsewhere, in memory, or several of
 /// them. Until a store is loaded, the container's contexts have no coordinator: their
 /// fetches and saves throw ``StrataError/noCoordinator`` (nothing traps). See
-/// <doc:PersistentContainer>.
+/// <doc:PersistentContainers>.
 public final class PersistentContainer: Sendable {
     /// The container's name: the default store is `<name>.strata`.
     public let name: String
