@@ -87,4 +87,4 @@ fuzz: deps
 	$(call run-fuzzer,PredicateParserFuzzer,predicate-parser,the predicate parser)
 
 clean:
-	rm -rf .build .build-fuzz Benchmarks/.build Demo.strata
+	rm -rf .build .build-fuzz Benchmarks/.build Demo.strata DemoLMDB.strata

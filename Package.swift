@@ -38,7 +38,7 @@ let package = Package(
         .executableTarget(
             name: "StrataCLI",
             dependencies: [
-                "StrataLMDB",
+                "Strata", "StrataLMDB",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -50,7 +50,13 @@ let package = Package(
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),
-        .testTarget(name: "StrataCLITests", dependencies: ["StrataCLI", "StrataLMDB", "StrataTesting"]),
+        .testTarget(
+            name: "StrataCLITests",
+            dependencies: [
+                "StrataCLI", "StrataLMDB", "StrataTesting",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,181 +1,160 @@
 import Foundation
-import StrataLMDB
+import Strata
+import Synchronization
 
-/// The `strata demo` walkthrough: a small tour of StrataLMDB on an embedded store.
+/// The `strata demo` walkthrough: Strata's contexts on a ``PersistentContainer`` whose
+/// store is at ``path``, narrated through ``say``.
 ///
-/// It creates (or reuses) the store at ``path``, empties its `demo` database, then writes,
-/// reads, snapshots and scans, narrating each step through ``say``. Running it again on
-/// the same store gives the same story.
-struct Demo {
+/// It saves folders and notes in a background context, fetches them in the viewContext
+/// with a predicate and a sort, shows `perform` against `performAndWait`, unsaved
+/// changes in fetches, `rollback()`, a cascade delete and several background contexts
+/// saving at once, then summarises the LMDB store underneath. It starts by deleting
+/// what an earlier run left, so running it again tells the same story.
+/// (`strata demo --lmdb` is the walkthrough of the LMDB layer alone: ``LMDBDemo``.)
+struct Demo: Sendable {
     /// The store directory (created when missing).
     let path: String
     /// Receives the narration, one line at a time.
-    let say: (String) -> Void
-
-    /// The records the demo writes, in key order.
-    static let records: [(key: String, value: String)] = [
-        ("fruit/apple", "red"), ("fruit/banana", "yellow"), ("fruit/cherry", "dark red"),
-        ("veg/carrot", "orange"), ("veg/kale", "green"),
-    ]
-    /// The key the snapshot step changes, and its new value.
-    static let changedKey = "fruit/apple", changedValue = "green"
+    let say: @Sendable (String) -> Void
 
     /// What the walkthrough observed, for callers that check it.
     struct Outcome: Equatable, Sendable {
         /// Whether the store was created by this run.
-        var createdStore: Bool
-        /// Records of an earlier run that were cleared first.
-        var clearedRecords: Int
-        /// The transaction id the snapshot sees, and the value it read.
-        var snapshotTransactionID: Int, snapshotValue: String
-        /// The transaction id a fresh read saw after the change, and the value it read.
-        var freshTransactionID: Int, freshValue: String
-        /// The keys of the prefix scan and of the cursor range walk.
-        var prefixKeys: [String], rangeKeys: [String]
-        /// The store summary at the end.
-        var report: StoreReport
+        var createdStore = false
+        /// Objects of an earlier run deleted first.
+        var clearedObjects = 0
+        /// Objects the first background save wrote, and whether they got permanent IDs.
+        var savedObjects = 0, permanentIDs = false
+        /// The viewContext's fetch of notes with priority >= 3: `"5 Pay rent (Home)"`.
+        var highPriority: [String] = []
+        /// The order in which the blocks of the perform/performAndWait step ran.
+        var blockOrder: [String] = []
+        /// The same fetch with an unsaved insert and an unsaved delete, and after rollback.
+        var withUnsavedChanges: [String] = [], afterRollback: [String] = []
+        /// Whether the context had changes before rollback, and after.
+        var changesBeforeRollback = false, changesAfterRollback = true
+        /// Objects deleted by deleting the "Work" folder (the folder and its notes).
+        var cascadeDeleted = 0
+        /// Each folder saved by the concurrent background contexts: `"Batch 1: 5 notes"`.
+        var batches: [String] = []
+        /// Folders and notes in the store at the end.
+        var folders = 0, notes = 0
+        /// The store summary at the end (nil when the container was still in memory).
+        var report: StoreReport?
     }
 
     /// Runs the walkthrough.
     ///
-    /// - Throws: a ``StoreError`` when ``path`` cannot hold the demo store, or what LMDB throws.
-    func run() throws -> Outcome {
-        let created = try checkPath()
-        let environment: Environment
-        do { environment = try Environment(path: path) } catch { throw StoreError.opening(path, error) }
-        let version = Environment.libraryVersion
-        say("Strata demo: an embedded LMDB store (liblmdb \(version.major).\(version.minor).\(version.patch))")
+    /// - Throws: a ``StoreError`` when ``path`` cannot hold the demo store,
+    ///   ``PersistentContainerError`` when the store cannot be loaded, or what a context
+    ///   throws.
+    func run() async throws -> Outcome {
+        var outcome = Outcome()
+        outcome.createdStore = try FileSystem.checkDemoStorePath(path)
+        let coordinator = try await walkThrough(into: &outcome)
         say("")
-        say("1. Open the environment at \(path)")
-        say(created ? "   Created a new store (data.mdb and lock.mdb)."
-                    : "   Opened the existing store; its last transaction is \(environment.info.lastTransactionID).")
-        let (database, cleared) = try openDatabase(environment)
-        try writeAndReadBack(environment, database)
-        let isolation = try showSnapshotIsolation(environment, database)
-        let scans = try showScans(environment, database)
+        say("8. The LMDB store underneath (what `strata stat \(path)` prints): one database per entity,")
+        say("   one per index and per to-many relationship, metadata and history")
+        if coordinator.released {
+            let report = try StoreReport.load(path: path)
+            for line in report.text().split(separator: "\n", omittingEmptySubsequences: false) { say("   " + line) }
+            outcome.report = report
+        } else {
+            say("   (skipped: the container is still open, and LMDB allows one environment per store per process)")
+        }
         say("")
-        say("7. Store summary (what `strata stat \(path)` prints)")
-        let report = try StoreReport(environment: environment)
-        for line in report.text().split(separator: "\n", omittingEmptySubsequences: false) { say("   " + line) }
-        say("")
-        say("Done. Run the demo again to start afresh, or remove \(path) to clean up.")
-        return Outcome(
-            createdStore: created, clearedRecords: cleared,
-            snapshotTransactionID: isolation.snapshotID, snapshotValue: isolation.old,
-            freshTransactionID: isolation.freshID, freshValue: isolation.new,
-            prefixKeys: scans.prefix, rangeKeys: scans.range, report: report)
+        say("Done. Run the demo again: it starts by deleting what this run saved. Remove \(path) to clean up.")
+        return outcome
     }
 
-    /// Refuses a file or a non-empty directory that is not a store; returns whether the store is new.
-    private func checkPath() throws(StoreError) -> Bool {
-        guard FileSystem.exists(path) else { return true }
-        guard FileSystem.isDirectory(path) else {
-            throw StoreError(kind: .notADirectory, message: "cannot create the demo store at \(path): it is a file, not a directory")
-        }
-        if FileSystem.exists(path + "/data.mdb") { return false }
-        guard FileSystem.isEmptyDirectory(path) else {
-            throw StoreError(
-                kind: .directoryNotEmpty,
-                message: "cannot create the demo store at \(path): the directory is not empty and holds no store")
-        }
-        return true
+    /// Steps 1 to 7, on a container that is gone when this returns; returns a weak
+    /// reference to its coordinator to check that.
+    private func walkThrough(into outcome: inout Outcome) async throws -> WeakCoordinator {
+        let container = try PersistentContainer(name: "Demo", types: [Folder.self, Note.self])
+        container.persistentStoreDescriptions = [PersistentStoreDescription(url: URL(fileURLWithPath: path, isDirectory: true))]
+        say("Strata demo: managed object contexts on a PersistentContainer")
+        say("")
+        say("1. Load the container's store at \(path) (entities Folder and Note; deleting a folder deletes its notes)")
+        try await container.loadPersistentStores()
+        outcome.clearedObjects = try await clear(container)
+        say(outcome.createdStore ? "   Created a new store."
+            : "   Opened the existing store; deleted the \(outcome.clearedObjects) objects an earlier run left, to start afresh.")
+        (outcome.savedObjects, outcome.permanentIDs) = try await insertAndSave(container)
+        outcome.highPriority = try await fetchInViewContext(container)
+        outcome.blockOrder = try await showPerformAndWait(container)
+        try await showUnsavedChanges(container, into: &outcome)
+        outcome.cascadeDeleted = try await showCascadeDelete(container)
+        (outcome.batches, outcome.folders, outcome.notes) = try await saveConcurrently(container)
+        return WeakCoordinator(coordinator: container.persistentStoreCoordinator)
     }
 
-    private func openDatabase(_ environment: Environment) throws -> (Database, cleared: Int) {
-        say("")
-        say("2. Open the named database \"demo\", creating it if needed")
-        let database = try environment.openDatabase(named: "demo", flags: .create)
-        let cleared = try environment.write { txn in
-            let count = try txn.count(in: database)
-            try txn.removeAll(in: database)
-            return count
+    /// Deletes every folder and note; returns how many objects there were.
+    private func clear(_ container: PersistentContainer) async throws -> Int {
+        try await container.performBackgroundTask { context in
+            let folders = try context.fetch(FetchRequest<Folder>())
+            let notes = try context.fetch(FetchRequest<Note>())
+            for object in folders as [ManagedObject] + notes { try context.delete(object) }
+            try context.save()
+            return folders.count + notes.count
         }
-        say(cleared == 0 ? "   It is empty." : "   Cleared \(cleared) records left by an earlier run, so the demo starts afresh.")
-        return (database, cleared)
     }
 
-    private func writeAndReadBack(_ environment: Environment, _ database: Database) throws {
-        let commit = try environment.write { txn in
-            for record in Demo.records {
-                try txn.put(Array(record.value.utf8), forKey: Array(record.key.utf8), in: database)
-            }
-            return txn.id
-        }
-        say("")
-        say("3. Write \(Demo.records.count) records in one write transaction: committed as transaction \(commit)")
-        let width = Demo.records.map(\.key.count).max() ?? 0
-        for record in Demo.records { say("     \(Demo.pad(record.key, width)) = \(record.value)") }
-        let (readID, values) = try environment.read { txn in
-            (txn.id, try Demo.records.map { try txn.value(forKey: Array($0.key.utf8), in: database) })
-        }
-        say("")
-        say("4. Read them back in a read transaction (it sees transaction \(readID))")
-        for (record, value) in zip(Demo.records, values) { say("     \(Demo.pad(record.key, width)) -> \(Demo.text(value))") }
-    }
+    // MARK: Steps
 
-    private func showSnapshotIsolation(
-        _ environment: Environment, _ database: Database
-    ) throws -> (snapshotID: Int, old: String, freshID: Int, new: String) {
-        let key = Array(Demo.changedKey.utf8)
-        say("")
-        say("5. Snapshot isolation (LMDB's MVCC)")
-        let snapshot = try environment.makeSnapshot()
-        say("   Took a ReadSnapshot: it sees transaction \(snapshot.transactionID).")
-        let commit = try environment.write { txn in
-            try txn.put(Array(Demo.changedValue.utf8), forKey: key, in: database)
-            return txn.id
-        }
-        say("   Committed transaction \(commit): \(Demo.changedKey) = \(Demo.changedValue)")
-        let old = Demo.text(try snapshot.read { txn in try txn.value(forKey: key, in: database) })
-        let (freshID, new) = try environment.read { txn in (txn.id, Demo.text(try txn.value(forKey: key, in: database))) }
-        let labels = ["The snapshot (transaction \(snapshot.transactionID)) still reads", "A fresh read (transaction \(freshID)) reads"]
-        let width = labels.map(\.count).max() ?? 0
-        say("   \(Demo.pad(labels[0], width))  \(Demo.changedKey) = \(old)")
-        say("   \(Demo.pad(labels[1], width))  \(Demo.changedKey) = \(new)")
-        let slots = environment.readers().map { "pid \($0.processID) at transaction \($0.transactionID.map(String.init) ?? "-")" }
-        say("   Reader slots in use while the snapshot is open: \(slots.count) (\(slots.joined(separator: ", ")))")
-        say("   Releasing the snapshot frees its reader slot and lets LMDB reuse the old pages.")
-        return (snapshot.transactionID, old, freshID, new)
-    }
-
-    private func showScans(_ environment: Environment, _ database: Database) throws -> (prefix: [String], range: [String]) {
-        typealias Entry = (key: String, value: String)
-        let prefix = "fruit/", lower = "fruit/banana", upper = "veg/kale"
-        let (prefixEntries, rangeEntries) = try environment.read { txn -> ([Entry], [Entry]) in
-            var prefixEntries: [Entry] = []
-            try txn.scan(database, range: .prefix(Array(prefix.utf8))) { key, value in
-                prefixEntries.append((Demo.text(key), Demo.text(value)))
-                return .continue
-            }
-            let rangeEntries = try txn.withCursor(on: database) { cursor -> [Entry] in
-                var found: [Entry] = []
-                var entry = try cursor.seek(atOrAfter: Array(lower.utf8))
-                while let (key, value) = entry, Array(upper.utf8).withUnsafeBytes({ cursor.compare(key, $0) }) < 0 {
-                    found.append((Demo.text(key), Demo.text(value)))
-                    entry = try cursor.next()
+    private func insertAndSave(_ container: PersistentContainer) async throws -> (Int, Bool) {
+        let (count, permanent, example) = try await container.performBackgroundTask { context in
+            var objects: [ManagedObject] = []
+            for (name, notes) in Demo.seed {
+                let folder = Folder()
+                folder.name = name
+                objects.append(folder)
+                for (title, priority) in notes {
+                    let note = Note()
+                    note.title = title
+                    note.priority = priority
+                    note.folder = folder
+                    objects.append(note)
                 }
-                return found
+                try context.insert(folder)  // its notes come along
             }
-            return (prefixEntries, rangeEntries)
+            let inserted = context.insertedObjects.count
+            try context.save()
+            return (inserted, objects.allSatisfy { !$0.objectID.isTemporaryID }, objects[1].objectID.uriRepresentation.absoluteString)
         }
+        let folders = Demo.seed.count, notes = Demo.seed.map(\.notes.count).reduce(0, +)
         say("")
-        say("6. Scans with a cursor, in key order")
-        say("   Prefix \"\(prefix)\" (txn.scan with KeyRange.prefix): \(prefixEntries.count) entries")
-        for entry in prefixEntries { say("     \(entry.key) = \(entry.value)") }
-        say("   From \"\(lower)\" up to \"\(upper)\", excluded (cursor.seek(atOrAfter:), then next()): \(rangeEntries.count) entries")
-        for entry in rangeEntries { say("     \(entry.key) = \(entry.value)") }
-        return (prefixEntries.map(\.key), rangeEntries.map(\.key))
+        say("2. Insert \(folders) folders and \(notes) notes in a background context (performBackgroundTask) and save")
+        say("   One save, one LMDB write transaction: \(count) objects. Their temporary IDs became permanent, e.g.")
+        say("   \(example)")
+        return (count, permanent)
     }
 
-    private static func text(_ bytes: [UInt8]?) -> String {
-        bytes.map { String(decoding: $0, as: UTF8.self) } ?? "(absent)"
+    /// The notes with priority >= 3, most urgent first, then by title.
+    static var highPriorityRequest: FetchRequest<Note> {
+        var request = FetchRequest<Note>()
+        request.predicate = \Note.priority >= 3
+        request.sortDescriptors = [FetchSortDescriptor(\Note.priority, ascending: false), FetchSortDescriptor(\Note.title)]
+        return request
     }
 
-    private static func text(_ buffer: UnsafeRawBufferPointer) -> String {
-        String(decoding: buffer, as: UTF8.self)
+    /// `5  Pay rent  (Home)` for each note of the high-priority fetch, in `context`.
+    static func highPriorityNotes(in context: isolated ManagedObjectContext) throws -> [String] {
+        try context.fetch(highPriorityRequest).map { "\($0.priority) \($0.title) (\($0.folder?.name ?? "no folder"))" }
     }
 
-    private static func pad(_ text: String, _ width: Int) -> String {
-        text.padding(toLength: width, withPad: " ", startingAt: 0)
+    private func fetchInViewContext(_ container: PersistentContainer) async throws -> [String] {
+        let notes = try await container.viewContext.perform { context in try Demo.highPriorityNotes(in: context) }
+        say("")
+        say("3. Fetch in the viewContext (main queue): priority >= 3, by priority (descending) then title")
+        say("   FetchRequest<Note>, predicate \\Note.priority >= 3, sort [priority DESC, title ASC]: \(notes.count) notes")
+        for note in notes { say("     " + note) }
+        return notes
     }
+}
+
+/// A coordinator the demo no longer holds: nil once it is gone.
+struct WeakCoordinator {
+    weak var coordinator: PersistentStoreCoordinator?
+    /// Whether the coordinator (and its stores) are gone.
+    var released: Bool { coordinator == nil }
 }

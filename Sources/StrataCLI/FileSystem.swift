@@ -46,3 +46,23 @@ extension FileSystem {
         (try? FileManager.default.contentsOfDirectory(atPath: path))?.isEmpty ?? false
     }
 }
+
+extension FileSystem {
+    /// Checks that `path` can hold a demo store: missing, an empty directory or a
+    /// directory holding a store. Returns whether the store is new.
+    ///
+    /// - Throws: ``StoreError`` for a file, or a non-empty directory that is not a store.
+    static func checkDemoStorePath(_ path: String) throws(StoreError) -> Bool {
+        guard exists(path) else { return true }
+        guard isDirectory(path) else {
+            throw StoreError(kind: .notADirectory, message: "cannot create the demo store at \(path): it is a file, not a directory")
+        }
+        if exists(path + "/data.mdb") { return false }
+        guard isEmptyDirectory(path) else {
+            throw StoreError(
+                kind: .directoryNotEmpty,
+                message: "cannot create the demo store at \(path): the directory is not empty and holds no store")
+        }
+        return true
+    }
+}

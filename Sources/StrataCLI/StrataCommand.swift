@@ -4,7 +4,7 @@ import ArgumentParser
 ///
 /// Run without a subcommand it prints its help.
 @main
-struct StrataCommand: ParsableCommand {
+struct StrataCommand: AsyncParsableCommand {
     /// The command's name, abstract and subcommands.
     static let configuration = CommandConfiguration(
         commandName: "strata",

@@ -36,7 +36,7 @@ struct CommandLineTests {
 
     @Test("demo defaults to ./Demo.strata")
     func parseDemo() throws {
-        #expect(try (StrataCommand.parseAsRoot(["demo"]) as? DemoCommand)?.path == "Demo.strata")
-        #expect(try (StrataCommand.parseAsRoot(["demo", "/tmp/d.strata"]) as? DemoCommand)?.path == "/tmp/d.strata")
+        #expect(try (StrataCommand.parseAsRoot(["demo"]) as? DemoCommand)?.storePath == "Demo.strata")
+        #expect(try (StrataCommand.parseAsRoot(["demo", "/tmp/d.strata"]) as? DemoCommand)?.storePath == "/tmp/d.strata")
     }
 }

@@ -80,9 +80,9 @@ public actor ManagedObjectContext: BlockPerformingActor {
 
     /// A context of `type` with no coordinator yet: give it one with
     /// ``setPersistentStoreCoordinator(_:)`` before it fetches or saves (until then
-    /// those throw ``StrataError/noCoordinator``).
-    public init(_ type: ConcurrencyType) {
-        self.init(type, coordinatorSlot: LockedValue(nil), name: nil)
+    /// those throw ``StrataError/noCoordinator``). `name` is the context's name.
+    public init(_ type: ConcurrencyType, name: String? = nil) {
+        self.init(type, coordinatorSlot: LockedValue(nil), name: name)
     }
 
     private init(_ type: ConcurrencyType, coordinatorSlot: LockedValue<PersistentStoreCoordinator?>, name: String?) {
