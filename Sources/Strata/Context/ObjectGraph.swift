@@ -59,6 +59,8 @@ final class ObjectGraph: ManagedObjectOwner {
     private var assignedStores: [ObjectIdentifier: PersistentStore] = [:]
     /// Deleted objects whose delete rules have not run yet.
     private var pendingDeletes: [ManagedObject] = []
+    /// Batched faults and the staleness interval (ObjectGraph+Batching.swift).
+    var batching = FaultBatching()
 
     private struct Registration {
         weak var weakObject: ManagedObject?
@@ -88,6 +90,11 @@ final class ObjectGraph: ManagedObjectOwner {
     var registeredObjects: [ManagedObject] {
         table = table.filter { $0.value.object != nil }
         return table.values.compactMap(\.object)
+    }
+
+    /// Forgets the registrations of objects that were released.
+    func dropReleasedRegistrations() {
+        table = table.filter { $0.value.object != nil }
     }
 
     /// Registers `object` under its ID, strongly when it must stay.
@@ -158,13 +165,14 @@ final class ObjectGraph: ManagedObjectOwner {
         guard !id.isTemporaryID else { return nil }
         let coordinator = try coordinator
         guard coordinator.persistentStore(for: id) != nil else { return nil }
-        return try coordinator.snapshot(of: id)
+        return try coordinator.snapshot(of: id, staleness: batching.stalenessInterval)
     }
 
     // MARK: ManagedObjectOwner
 
     func snapshotForFault(of object: ManagedObject) throws(StrataError) -> ObjectSnapshot {
         do {
+            if let snapshot = try batchedSnapshot(for: object) { return snapshot }
             guard let snapshot = try read(object.objectID) else { throw StrataError.inaccessibleFault(object.objectID) }
             return snapshot
         } catch let error as StrataError {
@@ -381,6 +389,7 @@ final class ObjectGraph: ManagedObjectOwner {
             object.deletedFlag = false
         }
         table = [:]
+        batching.batches = [:]
         clearChanges()
     }
 
