@@ -39,7 +39,8 @@ extension ManagedObjectContext {
     /// It never updates objects by itself: it applies when a fault fires
     /// (``refresh(_:mergeChanges:)`` with `false` makes one) and when
     /// ``refresh(_:mergeChanges:)`` with `true` re-reads the stored values. Fetches always
-    /// read the store. NaN counts as no limit.
+    /// read the store and do not fill the cache (so that bulk fetches stay as fast as the
+    /// store). NaN counts as no limit. See <doc:Queries#Staleness>.
     ///
     /// ```swift
     /// context.stalenessInterval = 0          // another process writes the store too

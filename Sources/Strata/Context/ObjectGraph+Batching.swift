@@ -7,8 +7,6 @@ struct FaultBatching {
     var stalenessInterval: TimeInterval = -1
     /// The batch each fault of a batched fetch belongs to (until the batch is read).
     var batches: [ManagedObjectID: FetchBatch] = [:]
-    /// Registrations made since released ones were last swept out.
-    var registrationsSinceSweep = 0
 }
 
 /// The faults of one batch of a batched fetch: read together when one of them fires.
@@ -37,6 +35,10 @@ extension ObjectGraph {
         guard size > 0 else {
             if !paths.isEmpty { try prefetch(paths, for: objects) }
             return
+        }
+        // Faults of earlier fetches that were released never fire: forget their batches.
+        if batching.batches.count > 2 * objects.count + 4096 {
+            batching.batches = batching.batches.filter { id, _ in registeredObject(for: id)?.faultState == .fault }
         }
         let first = Array(objects.prefix(size))
         try fulfilFaults(first, rows: rows)

@@ -63,9 +63,12 @@ extension PersistentStoreCoordinator {
         var found: [ManagedObjectID: [ManagedObjectID]] = [:]
         for (identifier, owners) in byStore {
             guard let store = persistentStores.first(where: { $0.identifier == identifier }) else { continue }
-            try read(store) { reader in
-                for owner in owners { found[owner] = try reader.destinations(of: owner, relationship: relationship) }
+            // Returns the links rather than filling `found` inside: a Void-returning body
+            // crashes the 6.3.1 optimiser when it inlines StoreFile.read (release builds).
+            let links = try read(store) { reader in
+                try owners.map { owner in (owner, try reader.destinations(of: owner, relationship: relationship)) }
             }
+            for (owner, destinations) in links { found[owner] = destinations }
         }
         return found
     }
