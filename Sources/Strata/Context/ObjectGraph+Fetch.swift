@@ -13,11 +13,20 @@ extension ObjectGraph {
     ///
     /// The order and the window (`fetchOffset`, `fetchLimit`) apply to the merged result.
     func fetchObjects<Result>(_ request: FetchRequest<Result>) throws -> [ManagedObject] {
+        var rows: [ManagedObjectID: ObjectSnapshot] = [:]
+        return try fetchObjects(request, deferringRows: false, rows: &rows)
+    }
+
+    /// ``fetchObjects(_:)``; with `deferringRows`, fetched rows are not applied to the
+    /// objects (new ones stay faults) but handed back in `rows` when they were read.
+    func fetchObjects<Result>(
+        _ request: FetchRequest<Result>, deferringRows: Bool, rows deferredRows: inout [ManagedObjectID: ObjectSnapshot]
+    ) throws -> [ManagedObject] {
         _ = try request.validate(in: model)
         let pending = request.includesPendingChanges ? pendingObjects(of: request) : []
         let merging = try !pending.isEmpty || coordinator.stores(for: request.entityName, includesSubentities: request.includesSubentities).count > 1
         var storeRequest = request
-        storeRequest.resultType = merging || !request.returnsObjectsAsFaults ? .managedObject : .managedObjectID
+        storeRequest.resultType = merging || !(request.returnsObjectsAsFaults || deferringRows) ? .managedObject : .managedObjectID
         if merging {
             storeRequest.fetchOffset = 0
             storeRequest.fetchLimit = request.fetchLimit > 0 ? request.fetchOffset + request.fetchLimit + pending.count : 0
@@ -25,6 +34,12 @@ extension ObjectGraph {
         var objects: [ManagedObject] = []
         for rows in try coordinator.fetch(storeRequest) {
             switch rows {
+            case .snapshots(let snapshots) where deferringRows:
+                for snapshot in snapshots {
+                    let object = self.object(for: snapshot.objectID)
+                    if object.faultState == .fault { deferredRows[snapshot.objectID] = snapshot }
+                    objects.append(object)
+                }
             case .snapshots(let snapshots):
                 for snapshot in snapshots { objects.append(registerFetched(snapshot)) }
             case .objectIDs(let ids):
@@ -49,8 +64,13 @@ extension ObjectGraph {
         }
         var failure: (any Error)?
         let descriptors = request.sortDescriptors
+        let deferred = deferredRows
         merged.sort { a, b in
             do {
+                if !deferred.isEmpty {
+                    return try FetchSorting.precedes(
+                        MergedSubject(a, rows: deferred, graph: self), MergedSubject(b, rows: deferred, graph: self), by: descriptors)
+                }
                 return try FetchSorting.precedes(ObjectSubject(object: a), ObjectSubject(object: b), by: descriptors)
             } catch {
                 failure = failure ?? error
@@ -92,7 +112,9 @@ extension ObjectGraph {
         }
         switch request.resultType {
         case .managedObject:
-            let objects = try fetchObjects(request)
+            var rows: [ManagedObjectID: ObjectSnapshot] = [:]
+            let objects = try fetchObjects(request, deferringRows: request.fetchBatchSize > 0, rows: &rows)
+            try prepareFetched(objects, rows: rows, for: request)
             if Result.self == ManagedObject.self { return try cast(objects) }
             let typed = objects.compactMap { $0 as? Result }
             guard typed.count == objects.count else {

@@ -67,6 +67,8 @@ final class ObjectGraph: ManagedObjectOwner {
     var conflictChecks: [ObjectIdentifier: ManagedObject] = [:]
     /// What changed since the last ``takeChangeEvent()`` (ObjectsDidChange).
     private var event = ChangeEvent()
+    /// Batched faults and the staleness interval (ObjectGraph+Batching.swift).
+    var batching = FaultBatching()
 
     private struct Registration {
         weak var weakObject: ManagedObject?
@@ -96,6 +98,11 @@ final class ObjectGraph: ManagedObjectOwner {
     var registeredObjects: [ManagedObject] {
         table = table.filter { $0.value.object != nil }
         return table.values.compactMap(\.object)
+    }
+
+    /// Forgets the registrations of objects that were released.
+    func dropReleasedRegistrations() {
+        table = table.filter { $0.value.object != nil }
     }
 
     /// Registers `object` under its ID, strongly when it must stay.
@@ -166,13 +173,14 @@ final class ObjectGraph: ManagedObjectOwner {
         guard !id.isTemporaryID else { return nil }
         let coordinator = try coordinator
         guard coordinator.persistentStore(for: id) != nil else { return nil }
-        return try coordinator.snapshot(of: id)
+        return try coordinator.snapshot(of: id, staleness: batching.stalenessInterval)
     }
 
     // MARK: ManagedObjectOwner
 
     func snapshotForFault(of object: ManagedObject) throws(StrataError) -> ObjectSnapshot {
         do {
+            if let snapshot = try batchedSnapshot(for: object) { return snapshot }
             guard let snapshot = try read(object.objectID) else { throw StrataError.inaccessibleFault(object.objectID) }
             return snapshot
         } catch let error as StrataError {
@@ -448,6 +456,7 @@ final class ObjectGraph: ManagedObjectOwner {
             object.deletedFlag = false
         }
         table = [:]
+        batching.batches = [:]
         clearChanges()
     }
 

@@ -42,10 +42,17 @@ extension PersistentStoreCoordinator {
         for save in saves where !registered.contains(save.store) {
             throw StrataError.noStore(entity: (save.inserted.first ?? save.updated.first)?.objectID.entityName ?? "?")
         }
-        return try writeQueue.sync {
-            var outcome = SaveOutcome()
-            try write(saves[...], into: &outcome)
+        do {
+            let outcome = try writeQueue.sync {
+                var outcome = SaveOutcome()
+                try write(saves[...], into: &outcome)
+                return outcome
+            }
+            cacheSavedRows(saves, outcome: outcome)
             return outcome
+        } catch {
+            evictRows(of: saves)
+            throw error
         }
     }
 

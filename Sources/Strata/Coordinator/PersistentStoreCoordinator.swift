@@ -24,6 +24,11 @@ public actor PersistentStoreCoordinator {
     /// Where writes run, one at a time.
     nonisolated let writeQueue: DispatchQueue
     private nonisolated let executor: CoordinatorExecutor
+    /// Rows read or saved through this coordinator, for faults and refreshes
+    /// (``ManagedObjectContext/stalenessInterval``).
+    nonisolated let rowCache = RowCache()
+    /// How many read transactions the coordinator opened (a statistic for tests).
+    nonisolated let readStatistics = LockedValue(0)
 
     /// The coordinator's isolated methods (adding and removing stores) run on its own
     /// queue, so that opening a store (file I/O) never blocks Swift's cooperative pool.
@@ -91,6 +96,7 @@ public actor PersistentStoreCoordinator {
             stores.remove(at: index)
             return true
         }
+        if removed { rowCache.removeRows(ofStore: store.identifier) }
         if !removed {
             throw .incompatibleStore(store: store.description, reason: "it is not a store of this coordinator")
         }
@@ -140,13 +146,13 @@ public actor PersistentStoreCoordinator {
     /// The stored state of `id`; nil when its row does not exist.
     nonisolated func snapshot(of id: ManagedObjectID) throws -> ObjectSnapshot? {
         let store = try store(of: id)
-        return try store.file.read { reader in try reader.snapshot(of: id) }
+        return try read(store) { reader in try reader.snapshot(of: id) }
     }
 
     /// The stored destinations of a to-many relationship of `id`.
     nonisolated func destinations(of id: ManagedObjectID, relationship: String) throws -> [ManagedObjectID] {
         let store = try store(of: id)
-        return try store.file.read { reader in try reader.destinations(of: id, relationship: relationship) }
+        return try read(store) { reader in try reader.destinations(of: id, relationship: relationship) }
     }
 
     /// Runs `request` on every store that holds its entity, each in one read transaction.
@@ -155,7 +161,7 @@ public actor PersistentStoreCoordinator {
     nonisolated func fetch<Result>(_ request: FetchRequest<Result>) throws -> [FetchRows] {
         let plan = try FetchPlanner.plan(request, in: managedObjectModel)
         return try stores(for: request.entityName, includesSubentities: request.includesSubentities).map { store in
-            try store.file.read { reader in try reader.execute(plan) }
+            try read(store) { reader in try reader.execute(plan) }
         }
     }
 

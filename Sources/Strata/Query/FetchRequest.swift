@@ -36,8 +36,10 @@ public struct FetchRequest<Result>: Sendable, CustomStringConvertible {
     public var fetchLimit = 0
     /// How many matching objects to skip first.
     public var fetchOffset = 0
-    /// With a value above 0, objects are returned as faults and read this many at a
-    /// time as they are accessed; 0 reads each when first touched.
+    /// With a value above 0, a managed-object fetch realises only the first this many
+    /// objects; the others come back as faults, and firing one reads its whole batch in
+    /// one read transaction. 0 (the default) applies no batching.
+    /// ``ManagedObjectContext/fetchedResults(for:)`` materialises one batch at a time.
     public var fetchBatchSize = 0
     /// The form of the results.
     public var resultType: ResultType = .managedObject
@@ -48,7 +50,10 @@ public struct FetchRequest<Result>: Sendable, CustomStringConvertible {
     public var includesPendingChanges = true
     /// Whether objects of sub-entities are included.
     public var includesSubentities = true
-    /// To-one and to-many key paths whose destinations are read along with the results.
+    /// Relationship key paths (`"folder"`, `"tags"`, `"folder.notes"`) whose
+    /// destinations are read for all the results right after a managed-object fetch, a
+    /// few reads in all instead of one per object. A hint that never changes the
+    /// results; an unknown key throws ``StrataError/unknownKey(key:entity:)``.
     public var relationshipKeyPathsForPrefetching: [String] = []
     /// The properties a ``ResultType/dictionary`` result holds (all attributes when empty).
     public var propertiesToFetch: [String] = []

@@ -1,0 +1,119 @@
+import Foundation
+import StrataLMDB
+
+/// Reading rows for faults, batches and prefetching: through the coordinator's
+/// ``RowCache`` (under a context's staleness interval), and many at once in one read
+/// transaction per store.
+extension PersistentStoreCoordinator {
+    /// Runs `body` in one read transaction of `store`, counted in ``storeReadCount``.
+    nonisolated func read<R>(_ store: PersistentStore, _ body: (borrowing StoreReader<ReadTransaction>) throws -> R) throws -> R {
+        readStatistics.withLock { $0 += 1 }
+        return try store.file.read(body)
+    }
+
+    /// How many read transactions this coordinator has opened (fetches, faults,
+    /// batches, prefetching). For tests and diagnostics.
+    nonisolated var storeReadCount: Int { readStatistics.withLock { $0 } }
+
+    /// The state of `id`: its cached row when that is no older than `staleness` seconds
+    /// (negative: any age; 0: never cached), else read from the store and cached.
+    ///
+    /// - Returns: nil when the row does not exist.
+    nonisolated func snapshot(of id: ManagedObjectID, staleness: Double) throws -> ObjectSnapshot? {
+        if let cached = rowCache.snapshot(of: id, staleness: staleness) { return cached }
+        let epoch = rowCache.epoch, stamp = RowCache.now
+        let snapshot = try snapshot(of: id)
+        if let snapshot { rowCache.fill(CollectionOfOne(snapshot), readAt: stamp, epoch: epoch) }
+        return snapshot
+    }
+
+    /// The states of `ids` (permanent IDs of added stores; others are skipped): cached
+    /// rows no older than `staleness`, the rest read in one read transaction per store
+    /// and cached. Rows that do not exist are missing from the result.
+    nonisolated func snapshots(of ids: some Sequence<ManagedObjectID>, staleness: Double) throws -> [ManagedObjectID: ObjectSnapshot] {
+        var found: [ManagedObjectID: ObjectSnapshot] = [:]
+        var missing: [UUID: [ManagedObjectID]] = [:]
+        for id in ids {
+            if let cached = rowCache.snapshot(of: id, staleness: staleness) {
+                found[id] = cached
+            } else if let store = id.storeIdentifier {
+                missing[store, default: []].append(id)
+            }
+        }
+        for (identifier, wanted) in missing {
+            guard let store = persistentStores.first(where: { $0.identifier == identifier }) else { continue }
+            let epoch = rowCache.epoch, stamp = RowCache.now
+            let rows = try read(store) { reader in try wanted.compactMap { try reader.snapshot(of: $0) } }
+            rowCache.fill(rows, readAt: stamp, epoch: epoch)
+            for row in rows { found[row.objectID] = row }
+        }
+        return found
+    }
+
+    /// The stored destinations of `relationship` (to-many) of every object in `ids`, in
+    /// one read transaction per store. Temporary IDs and IDs of stores not added are
+    /// missing from the result.
+    nonisolated func destinations(
+        of ids: some Sequence<ManagedObjectID>, relationship: String
+    ) throws -> [ManagedObjectID: [ManagedObjectID]] {
+        var byStore: [UUID: [ManagedObjectID]] = [:]
+        for id in ids {
+            if let store = id.storeIdentifier { byStore[store, default: []].append(id) }
+        }
+        var found: [ManagedObjectID: [ManagedObjectID]] = [:]
+        for (identifier, owners) in byStore {
+            guard let store = persistentStores.first(where: { $0.identifier == identifier }) else { continue }
+            // Returns the links rather than filling `found` inside: a Void-returning body
+            // crashes the 6.3.1 optimiser when it inlines StoreFile.read (release builds).
+            let links = try read(store) { reader in
+                try owners.map { owner in (owner, try reader.destinations(of: owner, relationship: relationship)) }
+            }
+            for (owner, destinations) in links { found[owner] = destinations }
+        }
+        return found
+    }
+
+    /// Records a committed save in the row cache: the rows as written (to-many
+    /// relationships live in their links, so they are left not loaded, as a read
+    /// leaves them), deleted rows evicted. A row whose to-one value the save left as
+    /// it was stored is evicted instead, as are rows past the cache's capacity.
+    nonisolated func cacheSavedRows(_ saves: [StoreSave], outcome: SaveOutcome) {
+        var written: [ObjectSnapshot] = []
+        var evicted: [ManagedObjectID] = []
+        for save in saves {
+            evicted += save.deleted.map(\.objectID)
+            for snapshot in save.inserted + save.updated {
+                var row = snapshot.replacingIDs(outcome.permanentIDs)
+                guard let version = outcome.versions[row.objectID],
+                      !row.relationships.enumerated().contains(where: { slot, value in
+                          if case .notLoaded = value { return !Self.isToMany(row.objectID, slot: slot, in: managedObjectModel) }
+                          return false
+                      })
+                else {
+                    evicted.append(row.objectID)
+                    continue
+                }
+                row.version = version
+                row.relationships = row.relationships.enumerated().map { slot, value in
+                    Self.isToMany(row.objectID, slot: slot, in: managedObjectModel) ? .notLoaded : value
+                }
+                written.append(row)
+            }
+        }
+        let overflow = max(0, written.count - rowCache.capacity)
+        evicted += written.prefix(overflow).map(\.objectID)
+        rowCache.didSave(written: Array(written.dropFirst(overflow)), deleted: evicted)
+    }
+
+    /// Forgets the cached rows of a save that failed (a commit may have gone through in
+    /// one store and not in another).
+    nonisolated func evictRows(of saves: [StoreSave]) {
+        let ids = saves.flatMap { save in save.inserted.map(\.objectID) + save.updated.map(\.objectID) + save.deleted.map(\.objectID) }
+        rowCache.didSave(written: [], deleted: ids)
+    }
+
+    private static func isToMany(_ id: ManagedObjectID, slot: Int, in model: ManagedObjectModel) -> Bool {
+        guard let entity = model.entitiesByName[id.entityName], slot < entity.relationships.count else { return true }
+        return entity.relationships[slot].isToMany
+    }
+}

@@ -1,0 +1,144 @@
+import Foundation
+@testable import Strata
+import StrataTesting
+import Testing
+
+/// `stalenessInterval` and the coordinator's row cache: saves through one coordinator
+/// are always seen; another coordinator's (another process's) only once cached rows
+/// are older than the interval.
+@Suite("Context staleness and the row cache")
+struct ContextStalenessTests {
+    /// A coordinator on an LMDB directory with a note titled "v1" saved through it, and
+    /// a way to change the note as another process would.
+    ///
+    /// Another process writes the environment without passing through this coordinator
+    /// (nor its row cache). In one process a second coordinator cannot open the same
+    /// environment (LMDB forbids it; StrataLMDB refuses with `alreadyOpen`), so the
+    /// other process's save is made through the store file directly, underneath the
+    /// coordinator.
+    final class Setup {
+        let directory = TemporaryDirectory("ContextStaleness")
+        let mine = PersistentStoreCoordinator(managedObjectModel: NotesModel.model)
+        var noteID: ManagedObjectID?
+
+        func open() async throws {
+            try await mine.addPersistentStore(at: directory.url, options: CoordinatorStoreTests.options)
+            let graph = ObjectGraph(coordinator: mine)
+            let note = Note()
+            note.title = "v1"
+            try graph.insert(note)
+            try graph.save()
+            noteID = note.objectID
+        }
+
+        /// Saves `title` as another process would: straight into the environment.
+        func otherSaves(_ title: String) throws {
+            let id = try #require(noteID)
+            let store = try #require(mine.persistentStores.first)
+            let slot = try #require(NotesModel.model.entitiesByName["Note"]?.attributeSlots["title"])
+            var row = try #require(try store.file.read { reader in try reader.snapshot(of: id) })
+            row.attributes[slot] = .string(title)
+            try store.file.write { writer in _ = try writer.apply(StoreChanges(updated: [row])) }
+        }
+    }
+
+    @Test("another process's save is seen on refresh only when the staleness interval allows it")
+    func otherProcess() async throws {
+        let setup = Setup()
+        try await setup.open()
+        let graph = ObjectGraph(coordinator: setup.mine)
+        let id = try #require(setup.noteID)
+        let note = try #require(try graph.existingObject(for: id) as? Note)
+        #expect(note.title == "v1")
+
+        try setup.otherSaves("v2")
+        // Infinite staleness (the default): the cached row is reused.
+        #expect(graph.batching.stalenessInterval < 0)
+        try graph.refresh(note, mergeChanges: false)
+        #expect(note.isFault && note.title == "v1")
+        try graph.refresh(note, mergeChanges: true)
+        #expect(note.title == "v1")
+
+        // No staleness: the store is read.
+        graph.batching.stalenessInterval = 0
+        try graph.refresh(note, mergeChanges: false)
+        #expect(note.title == "v2")
+
+        // A short interval: the row read just now is reused until it is older than that.
+        graph.batching.stalenessInterval = 1.5
+        try graph.refresh(note, mergeChanges: false)
+        #expect(note.title == "v2")                 // cached a moment ago, by the read above
+        try setup.otherSaves("v3")
+        try graph.refresh(note, mergeChanges: true)
+        let early = note.title
+        try await Task.sleep(for: .milliseconds(1700))
+        try graph.refresh(note, mergeChanges: true)
+        #expect(early == "v2" && note.title == "v3")
+    }
+
+    @Test("saves through the same coordinator are always seen, also with infinite staleness")
+    func sameCoordinator() async throws {
+        let setup = Setup()
+        try await setup.open()
+        let id = try #require(setup.noteID)
+        let reader = ManagedObjectContext(.privateQueue, coordinator: setup.mine, name: "reader")
+        let writer = ManagedObjectContext(.privateQueue, coordinator: setup.mine, name: "writer")
+        let first = try await reader.perform { context in
+            context.stalenessInterval = -1
+            context.retainsRegisteredObjects = true   // the note stays between blocks
+            return try #require(try context.existingObject(with: id) as? Note).title
+        }
+        try await writer.perform { context in
+            let note = try #require(try context.existingObject(with: id) as? Note)
+            note.title = "from writer"
+            try context.save()
+        }
+        let (merged, faulted) = try await reader.perform { context in
+            let note = try #require(context.registeredObject(for: id) as? Note)
+            try context.refresh(note, mergeChanges: true)
+            let merged = note.title
+            try context.refresh(note, mergeChanges: false)
+            return (merged, note.title)
+        }
+        #expect(first == "v1" && merged == "from writer" && faulted == "from writer")
+
+        // A deletion through the coordinator evicts the row: the fault finds it gone.
+        try await writer.perform { context in
+            try context.delete(try context.existingObject(with: id))
+            try context.save()
+        }
+        let deleted = await reader.perform { context in
+            guard let note = context.registeredObject(for: id) as? Note else { return false }
+            try? context.refresh(note, mergeChanges: false)
+            _ = note.title
+            return note.isDeleted
+        }
+        #expect(deleted)
+    }
+
+    @Test("the row cache is bounded, keeps newer versions and ignores rows read before a save")
+    func rowCacheRules() throws {
+        let entity = try #require(NotesModel.model.entitiesByName["Note"])
+        func row(_ key: UInt64, version: UInt64) -> ObjectSnapshot {
+            let store = UUID(uuidString: "00000000-0000-0000-0000-000000000001") ?? UUID()
+            let id = ManagedObjectID(store: store, entityName: "Note", primaryKey: PrimaryKey(key) ?? PrimaryKey(1)!)
+            return ObjectSnapshot(objectID: id, entity: entity, version: version)
+        }
+        let cache = RowCache(capacity: 3)
+        cache.fill((1...10).map { row($0, version: 1) }, readAt: RowCache.now, epoch: cache.epoch)
+        #expect(cache.count == 3)
+        #expect(cache.snapshot(of: row(10, version: 1).objectID, staleness: -1) != nil)
+        #expect(cache.snapshot(of: row(1, version: 1).objectID, staleness: -1) == nil)   // the oldest went
+        #expect(cache.snapshot(of: row(10, version: 1).objectID, staleness: 0) == nil)   // 0: never
+
+        // A read that began before a save must not overwrite what the save wrote.
+        let epoch = cache.epoch
+        cache.didSave(written: [row(10, version: 5)], deleted: [row(9, version: 1).objectID])
+        cache.fill([row(10, version: 4)], readAt: RowCache.now, epoch: epoch)
+        #expect(cache.snapshot(of: row(10, version: 1).objectID, staleness: -1)?.version == 5)
+        #expect(cache.snapshot(of: row(9, version: 1).objectID, staleness: -1) == nil)
+        // An older version never replaces a newer one.
+        cache.fill([row(10, version: 3)], readAt: RowCache.now, epoch: cache.epoch)
+        #expect(cache.snapshot(of: row(10, version: 1).objectID, staleness: -1)?.version == 5)
+    }
+}
