@@ -76,6 +76,25 @@ struct ContextStalenessTests {
         #expect(early == "v2" && note.title == "v3")
     }
 
+    @Test("a merged remote save reads the changed rows from the store, whatever the staleness interval")
+    func mergeReadsFresh() async throws {
+        let setup = Setup()
+        try await setup.open()
+        let id = try #require(setup.noteID)
+        let context = ManagedObjectContext(.privateQueue, coordinator: setup.mine)
+        let before = try await context.perform { context in
+            context.retainsRegisteredObjects = true
+            return (try context.existingObject(with: id) as? Note)?.title
+        }
+        try setup.otherSaves("from another process")
+        try await ManagedObjectContext.mergeChanges(fromRemoteContextSave: [NSUpdatedObjectsKey: [id]], into: [context])
+        let after = await context.perform { context in
+            let staleness = context.stalenessInterval
+            return ((context.object(with: id) as? Note)?.title, staleness)
+        }
+        #expect(before == "v1" && after.0 == "from another process" && after.1 < 0)
+    }
+
     @Test("saves through the same coordinator are always seen, also with infinite staleness")
     func sameCoordinator() async throws {
         let setup = Setup()

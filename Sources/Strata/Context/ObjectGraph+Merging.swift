@@ -3,7 +3,8 @@ import Foundation
 extension ObjectGraph {
     /// Brings another context's saved changes into this one (Core Data's
     /// `mergeChanges(fromContextDidSave:)`): registered objects that were updated are
-    /// refreshed with their unsaved changes kept on top; inserted objects are registered
+    /// refreshed from the store (never a cached row) with their unsaved changes kept on
+    /// top; inserted objects are registered
     /// as faults; registered objects that were deleted leave the context as deleted
     /// objects. IDs of objects this context never saw cost nothing beyond the lookup.
     ///
@@ -15,6 +16,11 @@ extension ObjectGraph {
             forgetMergedDeletion(object)
             merged.deleted.insert(id)
         }
+        // These rows are known to have changed: read them from the store, never from a
+        // cached row (the save may come from another coordinator or process).
+        let staleness = batching.stalenessInterval
+        batching.stalenessInterval = 0
+        defer { batching.stalenessInterval = staleness }
         for id in updated where !deleted.contains(id) {
             guard let object = registeredObject(for: id) else { continue }
             try refresh(object, mergeChanges: true)
