@@ -161,3 +161,48 @@ struct ContextStalenessTests {
         #expect(cache.snapshot(of: row(10, version: 1).objectID, staleness: -1)?.version == 5)
     }
 }
+
+@Suite("Context faults of a fetch keep the fetch's rows")
+struct ContextFetchedFaultRowsTests {
+    @Test("faults returned by a fetch fire with the values of the fetch's moment, even after another context saved; stalenessInterval 0 reads the store")
+    func faultsFireFromTheFetchedRows() async throws {
+        let coordinator = try await ManagedObjectContextTests.coordinator()
+        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let ids = try await writer.perform { context in
+            let notes = (0..<3).map { index in
+                let note = Note()
+                note.title = "v1 \(index)"
+                return note
+            }
+            for note in notes { try context.insert(note) }
+            try context.save()
+            return notes.map(\.objectID)
+        }
+        for staleness in [-1.0, 0] {
+            let reader = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+            let faults = try await reader.perform { context in
+                context.stalenessInterval = staleness
+                context.retainsRegisteredObjects = true
+                var request = FetchRequest<Note>()
+                request.sortDescriptors = [FetchSortDescriptor(\Note.title)]
+                return try context.fetch(request).map(\.isFault)
+            }
+            #expect(faults == [true, true, true])
+            let version = staleness < 0 ? "v2" : "v3"
+            try await writer.perform { context in
+                for id in ids { (context.object(with: id) as? Note)?.title = "\(version) \(id.uriRepresentation.lastPathComponent)" }
+                try context.save()
+            }
+            let titles = await reader.perform { context in
+                ids.compactMap { (context.object(with: $0) as? Note)?.title.prefix(2) }
+            }
+            #expect(titles == (staleness < 0 ? ["v1", "v1", "v1"] : ["v3", "v3", "v3"]))
+            // The rows were used once: a refresh reads what the coordinator has now.
+            let refreshed = try await reader.perform { context in
+                try context.refreshAllObjects()
+                return ids.compactMap { (context.object(with: $0) as? Note)?.title.prefix(2) }
+            }
+            #expect(refreshed == [Substring(version), Substring(version), Substring(version)])
+        }
+    }
+}

@@ -148,7 +148,7 @@ extension ObjectGraph {
                 prefetching: request.relationshipKeyPathsForPrefetching, graph: self)
         }
         var rows: [ManagedObjectID: ObjectSnapshot] = [:]
-        let objects = try fetchObjects(request, deferringRows: true, rows: &rows)
+        let objects = try fetchObjects(request, deferringRows: true, readingRows: false, rows: &rows)
         var unsaved: [Int: Result] = [:]
         for (index, object) in objects.enumerated() where object.objectID.isTemporaryID {
             guard let typed = object as? Result else {

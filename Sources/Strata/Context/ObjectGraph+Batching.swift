@@ -7,6 +7,11 @@ struct FaultBatching {
     var stalenessInterval: TimeInterval = -1
     /// The batch each fault of a batched fetch belongs to (until the batch is read).
     var batches: [ManagedObjectID: FetchBatch] = [:]
+    /// The rows a fetch read for the faults it returned (``FetchRequest/returnsObjectsAsFaults``),
+    /// with when they were read: a fault fires from its row, so every object of one
+    /// fetch has the values of one moment (one LMDB snapshot). A refresh, a merge or the
+    /// staleness interval drops a kept row.
+    var fetchedRows: [ManagedObjectID: (row: ObjectSnapshot, readAt: ContinuousClock.Instant)] = [:]
 }
 
 /// The faults of one batch of a batched fetch: read together when one of them fires.
@@ -53,6 +58,25 @@ extension ObjectGraph {
             }
             start += size
         }
+    }
+
+    /// Keeps `rows`, read by a fetch for the faults it returns, until those faults fire.
+    func keepFetchedRows(_ rows: [ManagedObjectID: ObjectSnapshot], fetched count: Int) {
+        // Faults of earlier fetches that were released never fire: forget their rows.
+        if batching.fetchedRows.count > 2 * count + 4096 {
+            batching.fetchedRows = batching.fetchedRows.filter { id, _ in registeredObject(for: id)?.faultState == .fault }
+        }
+        let now = ContinuousClock.now
+        for (id, row) in rows { batching.fetchedRows[id] = (row, now) }
+    }
+
+    /// The row a fetch read for `object`, a fault, when it is not older than the
+    /// staleness interval allows; it is used once.
+    func fetchedRow(for object: ManagedObject) -> ObjectSnapshot? {
+        guard let kept = batching.fetchedRows.removeValue(forKey: object.objectID) else { return nil }
+        let interval = batching.stalenessInterval
+        guard interval < 0 || kept.readAt.duration(to: .now) <= .seconds(interval) else { return nil }
+        return kept.row
     }
 
     /// Reads the values of every fault among `objects` in one read transaction per store

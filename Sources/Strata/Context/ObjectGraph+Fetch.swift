@@ -14,19 +14,20 @@ extension ObjectGraph {
     /// The order and the window (`fetchOffset`, `fetchLimit`) apply to the merged result.
     func fetchObjects<Result>(_ request: FetchRequest<Result>) throws -> [ManagedObject] {
         var rows: [ManagedObjectID: ObjectSnapshot] = [:]
-        return try fetchObjects(request, deferringRows: false, rows: &rows)
+        return try fetchObjects(request, deferringRows: false, readingRows: false, rows: &rows)
     }
 
     /// ``fetchObjects(_:)``; with `deferringRows`, fetched rows are not applied to the
-    /// objects (new ones stay faults) but handed back in `rows` when they were read.
+    /// objects (new ones stay faults) but handed back in `rows` when they were read;
+    /// `readingRows` reads them even when the objects are to be faults.
     func fetchObjects<Result>(
-        _ request: FetchRequest<Result>, deferringRows: Bool, rows deferredRows: inout [ManagedObjectID: ObjectSnapshot]
+        _ request: FetchRequest<Result>, deferringRows: Bool, readingRows: Bool, rows deferredRows: inout [ManagedObjectID: ObjectSnapshot]
     ) throws -> [ManagedObject] {
         _ = try request.validate(in: model)
         let pending = request.includesPendingChanges ? pendingObjects(of: request) : []
         let merging = try !pending.isEmpty || coordinator.stores(for: request.entityName, includesSubentities: request.includesSubentities).count > 1
         var storeRequest = request
-        storeRequest.resultType = merging || !(request.returnsObjectsAsFaults || deferringRows) ? .managedObject : .managedObjectID
+        storeRequest.resultType = merging || readingRows || !(request.returnsObjectsAsFaults || deferringRows) ? .managedObject : .managedObjectID
         if merging {
             storeRequest.fetchOffset = 0
             storeRequest.fetchLimit = request.fetchLimit > 0 ? request.fetchOffset + request.fetchLimit + pending.count : 0
@@ -113,8 +114,18 @@ extension ObjectGraph {
         switch request.resultType {
         case .managedObject:
             var rows: [ManagedObjectID: ObjectSnapshot] = [:]
-            let objects = try fetchObjects(request, deferringRows: request.fetchBatchSize > 0, rows: &rows)
-            try prepareFetched(objects, rows: rows, for: request)
+            // Faults without a batch size keep the rows the fetch read, so they fire with
+            // the values of the fetch's moment (Core Data's row cache), not of their own.
+            let faulting = request.fetchBatchSize == 0 && request.returnsObjectsAsFaults
+            let objects = try fetchObjects(request, deferringRows: request.fetchBatchSize > 0 || faulting, readingRows: faulting, rows: &rows)
+            if faulting && request.relationshipKeyPathsForPrefetching.isEmpty {
+                keepFetchedRows(rows, fetched: objects.count)
+            } else if faulting {
+                try fulfilFaults(objects, rows: rows)   // prefetching realises them anyway
+                try prepareFetched(objects, rows: [:], for: request)
+            } else {
+                try prepareFetched(objects, rows: rows, for: request)
+            }
             if Result.self == ManagedObject.self { return try cast(objects) }
             let typed = objects.compactMap { $0 as? Result }
             guard typed.count == objects.count else {

@@ -11,6 +11,7 @@ extension ObjectGraph {
     /// - Returns: the IDs actually merged (for the didMergeChanges notification).
     func mergeChanges(inserted: Set<ManagedObjectID>, updated: Set<ManagedObjectID>, deleted: Set<ManagedObjectID>) throws -> MergedIDs {
         var merged = MergedIDs()
+        for id in updated.union(deleted) { batching.fetchedRows[id] = nil }
         for id in deleted {
             guard let object = registeredObject(for: id) else { continue }
             forgetMergedDeletion(object)

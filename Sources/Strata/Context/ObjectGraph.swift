@@ -180,6 +180,7 @@ final class ObjectGraph: ManagedObjectOwner {
 
     func snapshotForFault(of object: ManagedObject) throws(StrataError) -> ObjectSnapshot {
         do {
+            if let snapshot = fetchedRow(for: object) { return snapshot }
             if let snapshot = try batchedSnapshot(for: object) { return snapshot }
             guard let snapshot = try read(object.objectID) else { throw StrataError.inaccessibleFault(object.objectID) }
             return snapshot
@@ -457,6 +458,7 @@ final class ObjectGraph: ManagedObjectOwner {
         }
         table = [:]
         batching.batches = [:]
+        batching.fetchedRows = [:]
         clearChanges()
     }
 
@@ -490,6 +492,7 @@ final class ObjectGraph: ManagedObjectOwner {
     /// unsaved changes on top; without, discards its changes and turns it into a fault.
     func refresh(_ object: ManagedObject, mergeChanges: Bool) throws {
         guard object.owner === self, !object.isInserted else { return }
+        batching.fetchedRows[object.objectID] = nil
         event.record(object, in: .refreshed)
         guard mergeChanges else {
             event.unrecord(object, from: .updated)
