@@ -175,6 +175,18 @@ struct ContextWithoutCoordinatorTests {
         #expect(errors == [.noCoordinator, .noCoordinator, .noCoordinator])
     }
 
+    @Test("a coordinator without any store refuses fetch and count with noStore instead of returning nothing")
+    func coordinatorWithoutStores() async throws {
+        let context = ManagedObjectContext(.privateQueue, coordinator: PersistentStoreCoordinator(managedObjectModel: NotesModel.model))
+        let errors = await context.perform { context in
+            var errors: [StrataError] = []
+            do { _ = try context.fetch(FetchRequest<Note>()) } catch let error as StrataError { errors.append(error) } catch {}
+            do { _ = try context.count(for: FetchRequest<Note>()) } catch let error as StrataError { errors.append(error) } catch {}
+            return errors
+        }
+        #expect(errors == [.noStore(entity: "Note"), .noStore(entity: "Note")])
+    }
+
     @Test("setPersistentStoreCoordinator connects it once; another coordinator is refused, the same one is accepted")
     func setCoordinatorOnce() async throws {
         let coordinator = try await ManagedObjectContextTests.coordinator()

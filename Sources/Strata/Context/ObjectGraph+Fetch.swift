@@ -24,6 +24,7 @@ extension ObjectGraph {
         _ request: FetchRequest<Result>, deferringRows: Bool, readingRows: Bool, rows deferredRows: inout [ManagedObjectID: ObjectSnapshot]
     ) throws -> [ManagedObject] {
         _ = try request.validate(in: model)
+        try requireStores(for: request.entityName)
         let pending = request.includesPendingChanges ? pendingObjects(of: request) : []
         let merging = try !pending.isEmpty || coordinator.stores(for: request.entityName, includesSubentities: request.includesSubentities).count > 1
         var storeRequest = request
@@ -86,6 +87,7 @@ extension ObjectGraph {
     /// The number of objects ``fetchObjects(_:)`` would return.
     func count<Result>(for request: FetchRequest<Result>) throws -> Int {
         _ = try request.validate(in: model)
+        try requireStores(for: request.entityName)
         let pending = request.includesPendingChanges ? pendingObjects(of: request) : []
         let stores = try coordinator.stores(for: request.entityName, includesSubentities: request.includesSubentities)
         if pending.isEmpty && stores.count <= 1 {
@@ -100,6 +102,12 @@ extension ObjectGraph {
         objectRequest.resultType = .managedObject
         objectRequest.returnsObjectsAsFaults = true
         return try fetchObjects(objectRequest).count
+    }
+
+    /// A coordinator without any store cannot answer a fetch: it says so rather than
+    /// returning nothing. (With stores, an entity none of them holds fetches nothing.)
+    private func requireStores(for entityName: String) throws {
+        if try coordinator.persistentStores.isEmpty { throw StrataError.noStore(entity: entityName) }
     }
 
     /// The request's results in its result type.
