@@ -34,7 +34,7 @@ import Foundation
 /// when its batch is materialised leaves its object a fault, handled when it fires
 /// (see ``ManagedObjectContext/shouldDeleteInaccessibleFaults``).
 public final class FetchedResults<Result: ManagedObject>: RandomAccessCollection {
-    /// Positions run from 0 to ``count``.
+    /// Positions run from 0 up to the number of objects.
     public typealias Index = Int
 
     /// How many objects are materialised together: the request's

@@ -97,7 +97,7 @@ public actor ManagedObjectContext: BlockPerformingActor {
         graph = ObjectGraph(coordinator: coordinatorSlot)
     }
 
-    /// Gives a context made with ``init(_:)`` its coordinator. Safe from any thread, as
+    /// Gives a context made with ``init(_:name:)`` its coordinator. Safe from any thread, as
     /// Core Data's setters on queue-based contexts are.
     ///
     /// - Throws: ``StrataError/invalidContextConfiguration(_:)`` when the context already
