@@ -5,10 +5,9 @@ import StrataLMDB
 /// ``RowCache`` (under a context's staleness interval), and many at once in one read
 /// transaction per store.
 extension PersistentStoreCoordinator {
-    /// Runs `body` in one read transaction of `store`, counted in ``storeReadCount``.
-    nonisolated func read<R>(_ store: PersistentStore, _ body: (borrowing StoreReader<ReadTransaction>) throws -> R) throws -> R {
+    /// Counts one read transaction in ``storeReadCount``; called just before each.
+    nonisolated func countRead() {
         readStatistics.withLock { $0 += 1 }
-        return try store.file.read(body)
     }
 
     /// How many read transactions this coordinator has opened (fetches, faults,
@@ -43,7 +42,8 @@ extension PersistentStoreCoordinator {
         for (identifier, wanted) in missing {
             guard let store = persistentStores.first(where: { $0.identifier == identifier }) else { continue }
             let epoch = rowCache.epoch, stamp = RowCache.now
-            let rows = try read(store) { reader in try wanted.compactMap { try reader.snapshot(of: $0) } }
+            countRead()
+            let rows = try store.file.readSnapshots(of: wanted)
             rowCache.fill(rows, readAt: stamp, epoch: epoch)
             for row in rows { found[row.objectID] = row }
         }
@@ -63,12 +63,9 @@ extension PersistentStoreCoordinator {
         var found: [ManagedObjectID: [ManagedObjectID]] = [:]
         for (identifier, owners) in byStore {
             guard let store = persistentStores.first(where: { $0.identifier == identifier }) else { continue }
-            // Returns the links rather than filling `found` inside: a Void-returning body
-            // crashes the 6.3.1 optimiser when it inlines StoreFile.read (release builds).
-            let links = try read(store) { reader in
-                try owners.map { owner in (owner, try reader.destinations(of: owner, relationship: relationship)) }
-            }
-            for (owner, destinations) in links { found[owner] = destinations }
+            countRead()
+            let links = try store.file.readDestinations(of: owners, relationship: relationship)
+            found.merge(links) { $1 }
         }
         return found
     }
@@ -115,5 +112,42 @@ extension PersistentStoreCoordinator {
     private static func isToMany(_ id: ManagedObjectID, slot: Int, in model: ManagedObjectModel) -> Bool {
         guard let entity = model.entitiesByName[id.entityName], slot < entity.relationships.count else { return true }
         return entity.relationships[slot].isToMany
+    }
+}
+
+// Several rows or link lists in one read transaction. Not written as
+// `read { reader in … }` with a body of their own: specialising `StoreFile.read` for such
+// bodies crashes the 6.3.1 optimiser in release builds ("Cannot initialize a nonCopyable
+// type with a guaranteed value", EarlyPerfInliner), so the reader is made here directly.
+extension StoreFile {
+    /// The rows of `ids` that exist, read in one transaction.
+    func readSnapshots(of ids: [ManagedObjectID]) throws -> [ObjectSnapshot] {
+        try StoreFile.translatingStorageErrors {
+            try environment.read { txn in
+                try withUnsafePointer(to: txn) { transaction in
+                    let reader = StoreReader(store: self, transaction: transaction)
+                    var rows: [ObjectSnapshot] = []
+                    rows.reserveCapacity(ids.count)
+                    for id in ids {
+                        if let row = try reader.snapshot(of: id) { rows.append(row) }
+                    }
+                    return rows
+                }
+            }
+        }
+    }
+
+    /// The destinations of `relationship` of each of `owners`, read in one transaction.
+    func readDestinations(of owners: [ManagedObjectID], relationship: String) throws -> [ManagedObjectID: [ManagedObjectID]] {
+        try StoreFile.translatingStorageErrors {
+            try environment.read { txn in
+                try withUnsafePointer(to: txn) { transaction in
+                    let reader = StoreReader(store: self, transaction: transaction)
+                    var links: [ManagedObjectID: [ManagedObjectID]] = [:]
+                    for owner in owners { links[owner] = try reader.destinations(of: owner, relationship: relationship) }
+                    return links
+                }
+            }
+        }
     }
 }

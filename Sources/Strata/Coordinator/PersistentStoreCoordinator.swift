@@ -146,13 +146,15 @@ public actor PersistentStoreCoordinator {
     /// The stored state of `id`; nil when its row does not exist.
     nonisolated func snapshot(of id: ManagedObjectID) throws -> ObjectSnapshot? {
         let store = try store(of: id)
-        return try read(store) { reader in try reader.snapshot(of: id) }
+        countRead()
+        return try store.file.read { reader in try reader.snapshot(of: id) }
     }
 
     /// The stored destinations of a to-many relationship of `id`.
     nonisolated func destinations(of id: ManagedObjectID, relationship: String) throws -> [ManagedObjectID] {
         let store = try store(of: id)
-        return try read(store) { reader in try reader.destinations(of: id, relationship: relationship) }
+        countRead()
+        return try store.file.read { reader in try reader.destinations(of: id, relationship: relationship) }
     }
 
     /// Runs `request` on every store that holds its entity, each in one read transaction.
@@ -161,7 +163,8 @@ public actor PersistentStoreCoordinator {
     nonisolated func fetch<Result>(_ request: FetchRequest<Result>) throws -> [FetchRows] {
         let plan = try FetchPlanner.plan(request, in: managedObjectModel)
         return try stores(for: request.entityName, includesSubentities: request.includesSubentities).map { store in
-            try read(store) { reader in try reader.execute(plan) }
+            countRead()
+            return try store.file.read { reader in try reader.execute(plan) }
         }
     }
 

@@ -6,6 +6,10 @@ extension StoreFile {
     ///
     /// - Throws: ``StrataError/storage(_:)`` for an LMDB failure, the reader's
     ///   ``StrataError``s, or what `body` throws.
+    // Not optimised: specialising this wrapper for some bodies crashes the 6.3.1 SIL
+    // optimiser in release builds ("Abort: function forwardToInit", while inlining the
+    // closure that builds the noncopyable reader). The bodies themselves are optimised.
+    @_optimize(none)
     func read<R>(_ body: (borrowing StoreReader<ReadTransaction>) throws -> R) throws -> R {
         try StoreFile.translatingStorageErrors {
             try environment.read { txn in
