@@ -134,11 +134,8 @@ struct ContextChangeSaveTests {
             return failures.map(\.objectID)
         }
         #expect(failures.count == 3)
-        let reader = ManagedObjectContext(.privateQueue, coordinator: coordinator)
-        let (notes, folders) = try await reader.perform { context in
-            (try context.count(for: FetchRequest<Note>()), try context.count(for: FetchRequest<Folder>()))
-        }
-        #expect(notes == 0 && folders == 0)
+        let stored = try await ContextReference.storedCounts(on: coordinator)
+        #expect(stored == (0, 0))
     }
 
     @Test("save fails with every merge conflict when rows changed underneath; nothing is written, inserts included, and the changes stay")

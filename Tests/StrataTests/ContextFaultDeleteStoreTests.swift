@@ -108,11 +108,8 @@ struct ContextFaultDeleteStoreTests {
             #expect(!note.isDeleted && deleted == 1)            // the block ended: still not propagated
             try context.save()                                  // propagated now
         }
-        let reader = ManagedObjectContext(.privateQueue, coordinator: coordinator)
-        let (folders, notes) = try await reader.perform { context in
-            (try context.count(for: FetchRequest<Folder>()), try context.count(for: FetchRequest<Note>()))
-        }
-        #expect(folders == 0 && notes == 0)
+        let stored = try await ContextReference.storedCounts(on: coordinator)
+        #expect(stored == (0, 0))
     }
 
     @Test("delete rules: nullify removes the deleted object from its destinations, cascade deletes them, deny fails the save naming the object, noAction leaves them untouched")

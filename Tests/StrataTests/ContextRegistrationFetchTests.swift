@@ -6,6 +6,13 @@ import Testing
 /// Shared set-up for the reference-behaviour suites: coordinators on a real LMDB store
 /// (in a test's temporary directory) or an in-memory one, and saved notes to work on.
 enum ContextReference {
+    /// How many notes and folders the stores hold, counted by a new context.
+    static func storedCounts(on coordinator: PersistentStoreCoordinator) async throws -> (notes: Int, folders: Int) {
+        try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+            (try context.count(for: FetchRequest<Note>()), try context.count(for: FetchRequest<Folder>()))
+        }
+    }
+
     /// A coordinator on a real LMDB store under `directory`.
     static func lmdb(in directory: URL, model: ManagedObjectModel = NotesModel.model) async throws -> PersistentStoreCoordinator {
         let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
