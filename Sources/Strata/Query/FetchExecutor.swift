@@ -106,7 +106,10 @@ struct FetchExecution<Transaction: ReadableTransaction & ~Copyable> {
         let subject = try loader.subject(snapshot)
         if let residual = plan.residual, try !PredicateEvaluator.evaluate(residual, on: subject) { return true }
         let keys = try plan.sortDescriptors.map { try PredicateEvaluator.resolve(.keyPath($0.components), on: subject).valueForm }
-        return keep(Match(id: snapshot.objectID, snapshot: snapshot, keys: keys, indexValue: indexValue))
+        // Only a snapshots result needs the row kept (an ID fetch of many rows would hold
+        // them all until it finishes otherwise).
+        let kept = plan.output == .snapshots ? snapshot : nil
+        return keep(Match(id: snapshot.objectID, snapshot: kept, keys: keys, indexValue: indexValue))
     }
 
     /// Keeps a match found without reading its row; returns whether to read on.
