@@ -65,29 +65,45 @@ public struct ContextNotification: Sendable {
         }
     }
 
-    init(kind: Kind, context: ManagedObjectContext, contextName: String?, sets: ObjectChangeSets) {
+    init(kind: Kind, context: ManagedObjectContext, contextName: String?, ids: ChangedObjectIDs) {
         self.kind = kind
-        self.context = context
-        self.contextName = contextName
-        insertedObjectIDs = Set(sets.inserted.map(\.objectID))
-        updatedObjectIDs = Set(sets.updated.map(\.objectID))
-        deletedObjectIDs = Set(sets.deleted.map(\.objectID))
-        refreshedObjectIDs = Set(sets.refreshed.map(\.objectID))
-        invalidatedObjectIDs = Set(sets.invalidated.map(\.objectID))
-        invalidatedAllObjects = sets.invalidatedAll
-    }
-
-    init(mergedInto context: ManagedObjectContext, contextName: String?, ids: MergedIDs) {
-        kind = .didMergeChanges
         self.context = context
         self.contextName = contextName
         insertedObjectIDs = ids.inserted
         updatedObjectIDs = ids.updated
         deletedObjectIDs = ids.deleted
-        refreshedObjectIDs = []
-        invalidatedObjectIDs = []
-        invalidatedAllObjects = false
+        refreshedObjectIDs = ids.refreshed
+        invalidatedObjectIDs = ids.invalidated
+        invalidatedAllObjects = ids.invalidatedAll
     }
+}
+
+/// The IDs of a notification's objects, by set: computed once per notification and
+/// shared by its `userInfo` and its ``ContextNotification``.
+struct ChangedObjectIDs: Sendable {
+    var inserted: Set<ManagedObjectID> = []
+    var updated: Set<ManagedObjectID> = []
+    var deleted: Set<ManagedObjectID> = []
+    var refreshed: Set<ManagedObjectID> = []
+    var invalidated: Set<ManagedObjectID> = []
+    var invalidatedAll = false
+
+    init(inserted: Set<ManagedObjectID> = [], updated: Set<ManagedObjectID> = [], deleted: Set<ManagedObjectID> = []) {
+        self.inserted = inserted
+        self.updated = updated
+        self.deleted = deleted
+    }
+
+    init(_ sets: ObjectChangeSets) {
+        inserted = Set(sets.inserted.map(\.objectID))
+        updated = Set(sets.updated.map(\.objectID))
+        deleted = Set(sets.deleted.map(\.objectID))
+        refreshed = Set(sets.refreshed.map(\.objectID))
+        invalidated = Set(sets.invalidated.map(\.objectID))
+        invalidatedAll = sets.invalidatedAll
+    }
+
+    var isEmpty: Bool { inserted.isEmpty && updated.isEmpty && deleted.isEmpty && refreshed.isEmpty && invalidated.isEmpty && !invalidatedAll }
 }
 
 extension ManagedObjectContext {

@@ -65,24 +65,11 @@ extension ManagedObjectContext {
 
     /// Merges the three sets, then notifies.
     func mergeChanges(inserted: Set<ManagedObjectID>, updated: Set<ManagedObjectID>, deleted: Set<ManagedObjectID>) throws {
-        let merged: MergedIDs
+        let merged: ChangedObjectIDs
         do {
+            defer { postObjectsDidChange() }
             merged = try graph.mergeChanges(inserted: inserted, updated: updated, deleted: deleted)
-        } catch {
-            postObjectsDidChange()
-            throw error
         }
-        postObjectsDidChange()
-        guard !merged.isEmpty else { return }
-        if let center = notificationCenter {
-            var info: [AnyHashable: Any] = [:]
-            if !merged.inserted.isEmpty { info[NotificationKey.insertedObjectIDs.rawValue] = merged.inserted }
-            if !merged.updated.isEmpty { info[NotificationKey.updatedObjectIDs.rawValue] = merged.updated }
-            if !merged.deleted.isEmpty { info[NotificationKey.deletedObjectIDs.rawValue] = merged.deleted }
-            center.post(name: Self.didMergeChangesObjectIDsNotification, object: self, userInfo: info)
-        }
-        if notifier.wants(.didMergeChanges) {
-            notifier.yield(ContextNotification(mergedInto: self, contextName: name, ids: merged))
-        }
+        if !merged.isEmpty { post(.didMergeChanges, ObjectChangeSets(), mergedIDs: merged) }
     }
 }

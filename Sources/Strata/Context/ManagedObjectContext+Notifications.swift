@@ -37,42 +37,46 @@ extension ManagedObjectContext {
 
     /// Posts `kind` on the notification center and to the streams that want it. Nothing
     /// is built for a receiver that is not there.
-    func post(_ kind: ContextNotification.Kind, _ sets: ObjectChangeSets) {
-        if let center = notificationCenter {
+    /// `sets` holds the objects; a merge (``ContextNotification/Kind/didMergeChanges``)
+    /// has only IDs, in `mergedIDs`.
+    func post(_ kind: ContextNotification.Kind, _ sets: ObjectChangeSets, mergedIDs: ChangedObjectIDs? = nil) {
+        let center = notificationCenter
+        let streamed = notifier.wants(kind)
+        guard center != nil || streamed else { return }
+        let ids = mergedIDs ?? ChangedObjectIDs(sets)
+        if let center {
             switch kind {
             case .objectsDidChange:
-                center.post(name: Self.didChangeObjectsNotification, object: self, userInfo: Self.userInfo(sets))
+                center.post(name: Self.didChangeObjectsNotification, object: self, userInfo: Self.userInfo(ids, objects: sets))
             case .willSave:
                 center.post(name: Self.willSaveObjectsNotification, object: self, userInfo: nil)
             case .didSave:
-                center.post(name: Self.didSaveObjectsNotification, object: self, userInfo: Self.userInfo(sets))
-                center.post(name: Self.didSaveObjectIDsNotification, object: self, userInfo: Self.userInfo(sets, objects: false))
+                center.post(name: Self.didSaveObjectsNotification, object: self, userInfo: Self.userInfo(ids, objects: sets))
+                center.post(name: Self.didSaveObjectIDsNotification, object: self, userInfo: Self.userInfo(ids))
             case .didMergeChanges:
-                break   // posted by postDidMerge(_:)
+                center.post(name: Self.didMergeChangesObjectIDsNotification, object: self, userInfo: Self.userInfo(ids))
             }
         }
-        if notifier.wants(kind) {
-            notifier.yield(ContextNotification(kind: kind, context: self, contextName: name, sets: sets))
+        if streamed {
+            notifier.yield(ContextNotification(kind: kind, context: self, contextName: name, ids: ids))
         }
     }
 
-    /// The `userInfo` of a notification: each non-empty set of objects (when `objects`)
-    /// and of their IDs.
-    private static func userInfo(_ sets: ObjectChangeSets, objects: Bool = true) -> [AnyHashable: Any] {
+    /// The `userInfo` of a notification: each non-empty set of IDs, and with `objects`
+    /// the objects themselves.
+    private static func userInfo(_ ids: ChangedObjectIDs, objects: ObjectChangeSets? = nil) -> [AnyHashable: Any] {
         var info: [AnyHashable: Any] = [:]
-        func put(_ list: [ManagedObject], _ key: NotificationKey, _ idKey: NotificationKey) {
-            guard !list.isEmpty else { return }
-            if objects { info[key.rawValue] = Set(list) }
-            info[idKey.rawValue] = Set(list.map(\.objectID))
+        func put(_ set: Set<ManagedObjectID>, _ idKey: NotificationKey, _ list: [ManagedObject]?, _ key: NotificationKey) {
+            guard !set.isEmpty else { return }
+            info[idKey.rawValue] = set
+            if let list { info[key.rawValue] = Set(list) }
         }
-        put(sets.inserted, .insertedObjects, .insertedObjectIDs)
-        put(sets.updated, .updatedObjects, .updatedObjectIDs)
-        put(sets.deleted, .deletedObjects, .deletedObjectIDs)
-        put(sets.refreshed, .refreshedObjects, .refreshedObjectIDs)
-        put(sets.invalidated, .invalidatedObjects, .invalidatedObjectIDs)
-        if sets.invalidatedAll {
-            info[NotificationKey.invalidatedAllObjects.rawValue] = Set(sets.invalidated.map(\.objectID))
-        }
+        put(ids.inserted, .insertedObjectIDs, objects?.inserted, .insertedObjects)
+        put(ids.updated, .updatedObjectIDs, objects?.updated, .updatedObjects)
+        put(ids.deleted, .deletedObjectIDs, objects?.deleted, .deletedObjects)
+        put(ids.refreshed, .refreshedObjectIDs, objects?.refreshed, .refreshedObjects)
+        put(ids.invalidated, .invalidatedObjectIDs, objects?.invalidated, .invalidatedObjects)
+        if ids.invalidatedAll { info[NotificationKey.invalidatedAllObjects.rawValue] = ids.invalidated }
         return info
     }
 }

@@ -67,7 +67,12 @@ extension ObjectGraph {
             batching.fetchedRows = batching.fetchedRows.filter { id, _ in registeredObject(for: id)?.faultState == .fault }
         }
         let now = ContinuousClock.now
-        for (id, row) in rows { batching.fetchedRows[id] = (row, now) }
+        let kept = rows.mapValues { (row: $0, readAt: now) }   // keeps the hash table: no rehashing
+        if batching.fetchedRows.isEmpty {
+            batching.fetchedRows = kept
+        } else {
+            batching.fetchedRows.merge(kept) { $1 }
+        }
     }
 
     /// The row a fetch read for `object`, a fault, when it is not older than the

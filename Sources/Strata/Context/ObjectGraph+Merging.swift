@@ -9,8 +9,8 @@ extension ObjectGraph {
     /// objects. IDs of objects this context never saw cost nothing beyond the lookup.
     ///
     /// - Returns: the IDs actually merged (for the didMergeChanges notification).
-    func mergeChanges(inserted: Set<ManagedObjectID>, updated: Set<ManagedObjectID>, deleted: Set<ManagedObjectID>) throws -> MergedIDs {
-        var merged = MergedIDs()
+    func mergeChanges(inserted: Set<ManagedObjectID>, updated: Set<ManagedObjectID>, deleted: Set<ManagedObjectID>) throws -> ChangedObjectIDs {
+        var merged = ChangedObjectIDs()
         for id in updated.union(deleted) { batching.fetchedRows[id] = nil }
         for id in deleted {
             guard let object = registeredObject(for: id) else { continue }
@@ -36,12 +36,4 @@ extension ObjectGraph {
         }
         return merged
     }
-}
-
-/// The object IDs a merge brought in, by what happened to them elsewhere.
-struct MergedIDs: Sendable {
-    var inserted: Set<ManagedObjectID> = []
-    var updated: Set<ManagedObjectID> = []
-    var deleted: Set<ManagedObjectID> = []
-    var isEmpty: Bool { inserted.isEmpty && updated.isEmpty && deleted.isEmpty }
 }
