@@ -52,6 +52,10 @@ public enum StrataError: Error, Sendable, Hashable, CustomStringConvertible {
     case readOnlyStore(String)
     /// The context cannot be configured that way (a second coordinator, say).
     case invalidContextConfiguration(String)
+    /// A synchronous wait between contexts would never end (each side waits for the
+    /// other, and neither can run the other's work safely): the waiting call fails
+    /// instead of hanging. The string names the contexts involved.
+    case wouldDeadlock(String)
 
     /// A sentence describing the error.
     public var description: String {
@@ -92,6 +96,8 @@ public enum StrataError: Error, Sendable, Hashable, CustomStringConvertible {
             "the store \(store) is read-only"
         case .invalidContextConfiguration(let reason):
             "the context cannot be configured that way: \(reason)"
+        case .wouldDeadlock(let cycle):
+            "waiting would deadlock: \(cycle)"
         }
     }
 }
