@@ -135,12 +135,12 @@ extension ObjectGraph {
         var request = request
         request.resultType = .managedObject
         let pending = request.includesPendingChanges && hasPendingObjects(of: request)
-        let stores = try coordinator.stores(for: request.entityName, includesSubentities: request.includesSubentities)
-        if !pending && stores.count <= 1 {
+        let sources = try upstreamSourceCount(for: request.entityName, includesSubentities: request.includesSubentities)
+        if !pending && sources <= 1 {
             var idRequest = request
             idRequest.resultType = .managedObjectID
             var ids: [ManagedObjectID] = []
-            for rows in try coordinator.fetch(idRequest) {
+            for rows in try upstreamFetch(idRequest) {
                 if case .objectIDs(let found) = rows { ids += found }
             }
             return FetchedResults(
@@ -150,7 +150,7 @@ extension ObjectGraph {
         var rows: [ManagedObjectID: ObjectSnapshot] = [:]
         let objects = try fetchObjects(request, deferringRows: true, readingRows: false, rows: &rows)
         var unsaved: [Int: Result] = [:]
-        for (index, object) in objects.enumerated() where object.objectID.isTemporaryID {
+        for (index, object) in objects.enumerated() where object.isInserted {
             guard let typed = object as? Result else {
                 throw StrataError.typeMismatch(
                     key: "resultType", entity: request.entityName, expected: "\(Result.self)", actual: "\(type(of: object))")

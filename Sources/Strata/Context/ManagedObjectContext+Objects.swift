@@ -136,7 +136,9 @@ extension ManagedObjectContext {
         let saved = try graph.save(
             announce: { post(.willSave, ObjectChangeSets()) },
             processChanges: { postObjectsDidChange() })
-        if !saved.isEmpty { post(.didSave, saved) }
+        guard !saved.isEmpty else { return }
+        post(.didSave, saved)
+        didSaveToParentStore(ChangedObjectIDs(saved))
     }
 
     /// Discards every unsaved change: inserted objects leave, deleted ones come back,

@@ -40,13 +40,32 @@ public actor ManagedObjectContext: BlockPerformingActor {
 
     /// How the context runs its blocks.
     public nonisolated let concurrencyType: ConcurrencyType
-    /// The coordinator whose stores the context reads and saves to; nil until it is
-    /// given one (``setPersistentStoreCoordinator(_:)``). Several contexts may share one.
+    /// The coordinator whose stores the context reads and saves to: its own, or, for a
+    /// child context, its root's. Nil until it is given one
+    /// (``setPersistentStoreCoordinator(_:)``, or a parent that has one). Several
+    /// contexts may share one.
     public nonisolated var persistentStoreCoordinator: PersistentStoreCoordinator? {
-        coordinatorSlot.withLock { $0 }
+        switch lineage.withLock({ $0 }) {
+        case .unset: nil
+        case .coordinator(let coordinator): coordinator
+        case .parent(let parent): parent.persistentStoreCoordinator
+        }
     }
-    /// The coordinator, shared with the object graph.
-    private nonisolated let coordinatorSlot: LockedValue<PersistentStoreCoordinator?>
+    /// The parent context, for a child context (``init(_:parent:name:)``): the context it
+    /// reads through and saves into. Nil for a root context, whose parent store is its
+    /// coordinator. See <doc:ParentAndChildContexts>.
+    public nonisolated var parent: ManagedObjectContext? {
+        if case .parent(let parent) = lineage.withLock({ $0 }) { return parent }
+        return nil
+    }
+    /// Where the context's rows come from and its saves go, shared with the object graph.
+    nonisolated let lineage: LockedValue<ContextLineage>
+    /// What the contexts of one parent–child tree share (the temporary IDs that became
+    /// permanent); this context's own until it is given a parent.
+    nonisolated let ownFamily = ContextFamily()
+    /// The context's children that are still alive, for automatic merging and
+    /// permanent IDs (held weakly: a child holds its parent, never the reverse).
+    nonisolated let children = WeakContexts()
     /// The context's name, for logs and notifications.
     public var name: String?
     /// Whatever you want to keep with the context.
@@ -56,6 +75,19 @@ public actor ManagedObjectContext: BlockPerformingActor {
     /// post none there (a bulk import saves building the object sets; the streams of
     /// ``notifications(of:bufferingPolicy:)`` are unaffected).
     public var notificationCenter: NotificationCenter? = .default
+    /// Whether the context brings in, by itself, the changes saved into its parent
+    /// store: for a child, the saves of its siblings into the parent and the parent's
+    /// own saves; for a root context, the saves of the other contexts of its
+    /// coordinator. Registered objects that were updated are refreshed (their unsaved
+    /// changes stay on top), inserted objects are registered as faults, deleted ones
+    /// leave the context: as ``mergeChanges(fromContextDidSave:)-(ContextNotification)``
+    /// does, in a block of this context scheduled right after the save. False by default.
+    public var automaticallyMergesChangesFromParent = false {
+        didSet {
+            guard automaticallyMergesChangesFromParent != oldValue, parent == nil else { return }
+            persistentStoreCoordinator?.mergingContexts.update(self, included: automaticallyMergesChangesFromParent)
+        }
+    }
     /// The streams of ``notifications(of:bufferingPolicy:)``.
     nonisolated let notifier = ContextNotifier()
 
@@ -75,26 +107,42 @@ public actor ManagedObjectContext: BlockPerformingActor {
     ///   - coordinator: the coordinator whose stores the context reads and saves to.
     ///   - name: the context's name; a private queue is labelled with it.
     public init(_ type: ConcurrencyType, coordinator: PersistentStoreCoordinator, name: String? = nil) {
-        self.init(type, coordinatorSlot: LockedValue(coordinator), name: name)
+        self.init(type, lineage: .coordinator(coordinator), name: name)
+    }
+
+    /// A child context of `parent`: it reads through the parent (seeing the parent's
+    /// unsaved changes, then the store) and ``save()`` pushes its changes into the
+    /// parent, not to the store. Any concurrency type works with any parent's; chains may
+    /// be as deep as you like. See <doc:ParentAndChildContexts>.
+    ///
+    /// - Parameters:
+    ///   - type: a private queue of its own, or the main queue.
+    ///   - parent: the context it reads through and saves into.
+    ///   - name: the context's name; a private queue is labelled with it.
+    public init(_ type: ConcurrencyType, parent: ManagedObjectContext, name: String? = nil) {
+        self.init(type, lineage: .parent(parent), name: name)
+        parent.children.add(self)
     }
 
     /// A context of `type` with no coordinator yet: give it one with
-    /// ``setPersistentStoreCoordinator(_:)`` before it fetches or saves (until then
-    /// those throw ``StrataError/noCoordinator``). `name` is the context's name.
+    /// ``setPersistentStoreCoordinator(_:)`` (or a parent with ``setParent(_:)``) before
+    /// it fetches or saves (until then those throw ``StrataError/noCoordinator``). `name`
+    /// is the context's name.
     public init(_ type: ConcurrencyType, name: String? = nil) {
-        self.init(type, coordinatorSlot: LockedValue(nil), name: name)
+        self.init(type, lineage: .unset, name: name)
     }
 
-    private init(_ type: ConcurrencyType, coordinatorSlot: LockedValue<PersistentStoreCoordinator?>, name: String?) {
+    private init(_ type: ConcurrencyType, lineage: ContextLineage, name: String?) {
         concurrencyType = type
-        self.coordinatorSlot = coordinatorSlot
+        self.lineage = LockedValue(lineage)
         self.name = name
         contextExecutor = switch type {
         case .privateQueue: .privateQueue(named: name)
         case .mainQueue: .mainQueue
         }
         contextLock = ContextLock(executor: contextExecutor)
-        graph = ObjectGraph(coordinator: coordinatorSlot)
+        graph = ObjectGraph(lineage: self.lineage, family: ownFamily, children: children)
+        graph.context = self
     }
 
     /// Gives a context made with ``init(_:name:)`` its coordinator. Safe from any thread, as
@@ -102,14 +150,55 @@ public actor ManagedObjectContext: BlockPerformingActor {
     ///
     /// - Throws: ``StrataError/invalidContextConfiguration(_:)`` when the context already
     ///   has another coordinator (a context keeps the one it first reads and saves
-    ///   through). Giving it the same one again does nothing.
+    ///   through), or has a parent (a child's coordinator is its root's). Giving it the
+    ///   same coordinator again does nothing.
     public nonisolated func setPersistentStoreCoordinator(_ coordinator: PersistentStoreCoordinator) throws(StrataError) {
-        try coordinatorSlot.withLock { (slot) throws(StrataError) in
-            if let current = slot, current !== coordinator {
+        try lineage.withLock { (lineage) throws(StrataError) in
+            switch lineage {
+            case .unset:
+                lineage = .coordinator(coordinator)
+            case .coordinator(let current) where current === coordinator:
+                return
+            case .coordinator:
                 throw .invalidContextConfiguration("it already has a persistent store coordinator")
+            case .parent:
+                throw .invalidContextConfiguration("it has a parent context; a child context uses its root's coordinator")
             }
-            slot = coordinator
         }
+    }
+
+    /// Gives a context made with ``init(_:name:)`` its parent, making it a child context
+    /// (Core Data's settable `parent`). Once only, and before the context is used: like
+    /// ``setPersistentStoreCoordinator(_:)``, a context keeps the parent store it first
+    /// reads and saves through.
+    ///
+    /// - Throws: ``StrataError/invalidContextConfiguration(_:)`` when the context already
+    ///   has a coordinator or another parent, or when `parent` is the context itself or
+    ///   one of its descendants (a cycle). Giving it the same parent again does nothing.
+    public nonisolated func setParent(_ parent: ManagedObjectContext) throws(StrataError) {
+        var ancestor: ManagedObjectContext? = parent
+        while let context = ancestor {
+            if context === self { throw .invalidContextConfiguration("its parent would be itself or one of its descendants") }
+            ancestor = context.parent
+        }
+        try lineage.withLock { (lineage) throws(StrataError) in
+            switch lineage {
+            case .unset:
+                lineage = .parent(parent)
+            case .parent(let current) where current === parent:
+                return
+            case .parent:
+                throw .invalidContextConfiguration("it already has a parent context")
+            case .coordinator:
+                throw .invalidContextConfiguration("it already has a persistent store coordinator; a root context cannot become a child")
+            }
+        }
+        parent.children.add(self)
+    }
+
+    /// What this context's parent–child tree shares: the root's.
+    nonisolated var family: ContextFamily {
+        parent?.family ?? ownFamily
     }
 
     // MARK: Blocks

@@ -51,7 +51,7 @@ extension ObjectGraph {
         var start = size
         while start < objects.count {
             let ids = objects[start..<min(start + size, objects.count)]
-                .filter { $0.faultState == .fault && !$0.objectID.isTemporaryID }.map(\.objectID)
+                .filter { $0.faultState == .fault && mayReadUpstream($0.objectID) }.map(\.objectID)
             if !ids.isEmpty {
                 let batch = FetchBatch(ids: ids, prefetching: paths)
                 for id in ids { batching.batches[id] = batch }
@@ -93,12 +93,12 @@ extension ObjectGraph {
             if let row = rows[object.objectID] {
                 object.apply(row)
                 object.awakeFromFetch()
-            } else if !object.objectID.isTemporaryID {
+            } else if mayReadUpstream(object.objectID) {
                 toRead.append(object)
             }
         }
         guard !toRead.isEmpty else { return }
-        let found = try coordinator.snapshots(of: toRead.map(\.objectID), staleness: batching.stalenessInterval)
+        let found = try upstreamSnapshots(of: toRead.map(\.objectID))
         for object in toRead where object.faultState == .fault {
             guard let row = found[object.objectID] else { continue }
             object.apply(row)
@@ -114,8 +114,7 @@ extension ObjectGraph {
         for id in batch.ids where batching.batches[id] === batch { batching.batches[id] = nil }
         let others = batch.ids.compactMap { registeredObject(for: $0) }
             .filter { $0 !== object && $0.faultState == .fault && $0.owner === self }
-        let found = try coordinator.snapshots(
-            of: others.map(\.objectID) + [object.objectID], staleness: batching.stalenessInterval)
+        let found = try upstreamSnapshots(of: others.map(\.objectID) + [object.objectID])
         for other in others where other.faultState == .fault {
             guard let row = found[other.objectID] else { continue }
             other.apply(row)
@@ -171,7 +170,7 @@ extension ObjectGraph {
         for source in sources where source.faultState == .fulfilled {
             guard let slot = source.entity.relationshipSlots[name] else { continue }
             if case .notLoaded = source.relationshipValues[slot] {
-                if !source.objectID.isTemporaryID { unloaded.append((source, slot)) }
+                if mayReadUpstream(source.objectID) { unloaded.append((source, slot)) }
             } else {
                 source.relationshipValues[slot].objects.forEach(collect)
             }
@@ -188,7 +187,7 @@ extension ObjectGraph {
         if !unloaded.isEmpty || rowSlot != nil {
             var owners = unloaded.map(\.object.objectID)
             if rowSlot != nil, let id = row?.objectID { owners.append(id) }
-            let links = try coordinator.destinations(of: owners, relationship: name)
+            let links = try upstreamDestinations(of: owners, relationship: name)
             for (source, slot) in unloaded {
                 guard let ids = links[source.objectID], case .notLoaded = source.relationshipValues[slot] else { continue }
                 let relationship = source.entity.relationships[slot]

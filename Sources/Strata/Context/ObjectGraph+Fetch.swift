@@ -26,7 +26,7 @@ extension ObjectGraph {
         _ = try request.validate(in: model)
         try requireStores(for: request.entityName)
         let pending = request.includesPendingChanges ? pendingObjects(of: request) : []
-        let merging = try !pending.isEmpty || coordinator.stores(for: request.entityName, includesSubentities: request.includesSubentities).count > 1
+        let merging = try !pending.isEmpty || upstreamSourceCount(for: request.entityName, includesSubentities: request.includesSubentities) > 1
         var storeRequest = request
         storeRequest.resultType = merging || readingRows || !(request.returnsObjectsAsFaults || deferringRows) ? .managedObject : .managedObjectID
         if merging {
@@ -34,7 +34,7 @@ extension ObjectGraph {
             storeRequest.fetchLimit = request.fetchLimit > 0 ? request.fetchOffset + request.fetchLimit + pending.count : 0
         }
         var objects: [ManagedObject] = []
-        for rows in try coordinator.fetch(storeRequest) {
+        for rows in try upstreamFetch(storeRequest) {
             switch rows {
             case .snapshots(let snapshots) where deferringRows:
                 for snapshot in snapshots {
@@ -89,11 +89,11 @@ extension ObjectGraph {
         _ = try request.validate(in: model)
         try requireStores(for: request.entityName)
         let pending = request.includesPendingChanges ? pendingObjects(of: request) : []
-        let stores = try coordinator.stores(for: request.entityName, includesSubentities: request.includesSubentities)
-        if pending.isEmpty && stores.count <= 1 {
+        let sources = try upstreamSourceCount(for: request.entityName, includesSubentities: request.includesSubentities)
+        if pending.isEmpty && sources <= 1 {
             var countRequest = request
             countRequest.resultType = .count
-            return try coordinator.fetch(countRequest).reduce(0) { total, rows in
+            return try upstreamFetch(countRequest).reduce(0) { total, rows in
                 if case .count(let count) = rows { return total + count }
                 return total
             }

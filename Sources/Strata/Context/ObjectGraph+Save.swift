@@ -50,6 +50,15 @@ extension ObjectGraph {
         for object in toDelete { try collect(object.validateForDelete) }
         guard failures.isEmpty else { throw StrataError.validation(failures) }
 
+        if let parent = parentContext {
+            try saveIntoParent(parent, inserting: toInsert, updating: toUpdate, deleting: toDelete)
+            for object in toInsert + toUpdate { object.didCommit(permanentID: nil, version: object.rowVersion) }
+            for object in toDelete + toDiscard { forget(object) }
+            clearChanges()
+            for object in toInsert + toUpdate + toDelete { object.didSave() }
+            return ObjectChangeSets(inserted: toInsert, updated: toUpdate, deleted: toDelete)
+        }
+
         var saves: [ObjectIdentifier: StoreSave] = [:]
         var order: [ObjectIdentifier] = []
         func add(_ store: PersistentStore, _ change: (inout StoreSave) -> Void) {
@@ -82,6 +91,8 @@ extension ObjectGraph {
         try checkStores(toInsert + toUpdate, storeOfObject)
 
         let outcome = try coordinator.save(order.map { saves[$0]! })
+        // Descendants may have these objects under their temporary IDs.
+        if isInTree { family.record(outcome.permanentIDs) }
 
         for object in toInsert {
             let permanent = outcome.permanentIDs[object.objectID] ?? object.objectID
@@ -97,6 +108,26 @@ extension ObjectGraph {
         clearChanges()
         for object in toInsert + toUpdate + toDelete { object.didSave() }
         return ObjectChangeSets(inserted: toInsert, updated: toUpdate, deleted: toDelete)
+    }
+
+    /// A child's save: its changes, as values, applied to the parent's objects in the
+    /// parent's isolation (where they become the parent's unsaved changes). Nothing
+    /// reaches a store.
+    private func saveIntoParent(
+        _ parent: ManagedObjectContext, inserting toInsert: [ManagedObject], updating toUpdate: [ManagedObject],
+        deleting toDelete: [ManagedObject]
+    ) throws {
+        var save = ChildSave()
+        for object in toInsert {
+            save.inserted.append(object.makeSnapshot())
+            if let store = assignedStore(of: object) { save.stores[object.objectID] = store }
+        }
+        save.updated = toUpdate.map(ObjectChange.init(of:))
+        save.deleted = toDelete.map(\.objectID)
+        save.checked = conflictChecks.values
+            .filter { $0.owner === self && !$0.hasChanges && !$0.isInserted }.map(\.objectID)
+        guard !save.isEmpty, let child = context else { return }
+        try parent.acceptChildSave(save, from: child)
     }
 
     /// Objects reached through relationships of inserted or changed objects that are in

@@ -7,21 +7,53 @@ import Foundation
 /// in the context's isolation region together with the context's objects, so objects
 /// call it synchronously (it is their ``ManagedObjectOwner``) with no lock and no hop.
 final class ObjectGraph: ManagedObjectOwner {
-    /// The context's coordinator, shared with the context (which may be given one after
-    /// it is made).
-    private let coordinatorSlot: LockedValue<PersistentStoreCoordinator?>
-    /// The coordinator once known (it is set at most once, so it never changes after).
-    private var knownCoordinator: PersistentStoreCoordinator?
+    /// Where rows come from and saves go, shared with the context (which may be given a
+    /// coordinator or a parent after it is made).
+    private let lineageSlot: LockedValue<ContextLineage>
+    /// The lineage once known (it is set at most once, so it never changes after).
+    private var knownLineage: ContextLineage?
+    /// The context's own family, used until it has a parent.
+    private let ownFamily: ContextFamily
+    /// The family's generation this graph last adopted permanent IDs at.
+    private var adoptedGeneration = 0
+    /// The context's children (held weakly).
+    let children: WeakContexts
+    /// The context that owns this graph (unowned in spirit: the context holds the graph).
+    weak var context: ManagedObjectContext?
 
-    /// Where rows come from and saves go.
+    /// The lineage, once the context has a coordinator or a parent.
+    private var lineage: ContextLineage {
+        if let knownLineage { return knownLineage }
+        let lineage = lineageSlot.withLock { $0 }
+        if case .unset = lineage { return lineage }
+        knownLineage = lineage
+        return lineage
+    }
+
+    /// The parent context, for a child context's graph.
+    var parentContext: ManagedObjectContext? {
+        if case .parent(let parent) = lineage { return parent }
+        return nil
+    }
+
+    /// What the contexts of this graph's parent–child tree share.
+    var family: ContextFamily {
+        if case .parent(let parent) = lineage { return parent.family }
+        return ownFamily
+    }
+
+    /// The coordinator: the context's own, or its root's.
     ///
     /// - Throws: ``StrataError/noCoordinator`` until the context has one.
     var coordinator: PersistentStoreCoordinator {
         get throws(StrataError) {
-            if let knownCoordinator { return knownCoordinator }
-            guard let coordinator = coordinatorSlot.withLock({ $0 }) else { throw .noCoordinator }
-            knownCoordinator = coordinator
-            return coordinator
+            switch lineage {
+            case .unset: throw .noCoordinator
+            case .coordinator(let coordinator): return coordinator
+            case .parent(let parent):
+                guard let coordinator = parent.persistentStoreCoordinator else { throw .noCoordinator }
+                return coordinator
+            }
         }
     }
 
@@ -76,13 +108,21 @@ final class ObjectGraph: ManagedObjectOwner {
         var object: ManagedObject? { strongObject ?? weakObject }
     }
 
-    init(coordinator: LockedValue<PersistentStoreCoordinator?>) {
-        coordinatorSlot = coordinator
+    init(lineage: LockedValue<ContextLineage>, family: ContextFamily, children: WeakContexts) {
+        lineageSlot = lineage
+        ownFamily = family
+        self.children = children
     }
 
     /// A graph on `coordinator` alone (no context around it).
     convenience init(coordinator: PersistentStoreCoordinator) {
-        self.init(coordinator: LockedValue(coordinator))
+        self.init(lineage: LockedValue(.coordinator(coordinator)), family: ContextFamily(), children: WeakContexts())
+    }
+
+    /// Whether the context has a parent or children: only then do other contexts need
+    /// to learn the permanent IDs its objects get.
+    var isInTree: Bool {
+        parentContext != nil || !children.alive.isEmpty
     }
 
     // MARK: Registration
@@ -91,7 +131,33 @@ final class ObjectGraph: ManagedObjectOwner {
     func registeredObject(for id: ManagedObjectID) -> ManagedObject? {
         if let object = table[id]?.object { return object }
         table[id] = nil
+        adoptPermanentIDsIfNeeded()
+        if let object = table[id]?.object { return object }
+        // An ID this context knows by its other name: the permanent ID of an object it
+        // still has under its temporary one (adopted above unless the table dropped it),
+        // or the temporary ID of an object that has its permanent one by now.
+        if id.isTemporaryID {
+            if let permanent = family.permanentID(for: id), let object = table[permanent]?.object { return object }
+        } else if let temporary = family.temporaryID(for: id), let object = table[temporary]?.object {
+            reregister(object, as: id)
+            return object
+        }
         return nil
+    }
+
+    /// Moves registered objects with temporary IDs to the permanent IDs the family
+    /// learnt since the last call (a root save, `obtainPermanentIDs` elsewhere in the
+    /// tree). One atomic load when nothing is new.
+    func adoptPermanentIDsIfNeeded() {
+        let generation = family.generation
+        guard generation != adoptedGeneration else { return }
+        adoptedGeneration = generation
+        let temporaries = table.keys.filter(\.isTemporaryID)
+        guard !temporaries.isEmpty else { return }
+        for (temporary, permanent) in family.permanentIDs(for: temporaries) {
+            guard let object = table[temporary]?.object, table[permanent]?.object == nil else { continue }
+            reregister(object, as: permanent)
+        }
     }
 
     /// Every registered object still alive.
@@ -139,6 +205,7 @@ final class ObjectGraph: ManagedObjectOwner {
     /// Touches no store.
     func object(for id: ManagedObjectID) -> ManagedObject {
         if let registered = registeredObject(for: id) { return registered }
+        let id = id.isTemporaryID ? family.permanentID(for: id) ?? id : id
         let entity = (try? model)?.entitiesByName[id.entityName] ?? EntityDescription(name: id.entityName)
         let object = entity.managedObjectClass.init(entity: entity)
         object.becomeFault(for: id, owner: self)
@@ -161,7 +228,7 @@ final class ObjectGraph: ManagedObjectOwner {
             registered.awakeFromFetch()
             return registered
         }
-        guard !id.isTemporaryID, let snapshot = try read(id) else { throw StrataError.objectNotFound(id) }
+        guard mayReadUpstream(id), let snapshot = try read(id) else { throw StrataError.objectNotFound(id) }
         let object = self.object(for: id)
         object.apply(snapshot)
         object.awakeFromFetch()
@@ -169,11 +236,8 @@ final class ObjectGraph: ManagedObjectOwner {
     }
 
     /// The stored row of `id`; nil when it does not exist or its store is not added.
-    private func read(_ id: ManagedObjectID) throws -> ObjectSnapshot? {
-        guard !id.isTemporaryID else { return nil }
-        let coordinator = try coordinator
-        guard coordinator.persistentStore(for: id) != nil else { return nil }
-        return try coordinator.snapshot(of: id, staleness: batching.stalenessInterval)
+    func read(_ id: ManagedObjectID) throws -> ObjectSnapshot? {
+        try upstreamSnapshot(of: id)
     }
 
     // MARK: ManagedObjectOwner
@@ -192,10 +256,9 @@ final class ObjectGraph: ManagedObjectOwner {
     }
 
     func destinations(of object: ManagedObject, relationship: RelationshipDescription) throws(StrataError) -> [ManagedObjectID] {
-        guard !object.objectID.isTemporaryID, let coordinator = try? coordinator,
-              coordinator.persistentStore(for: object.objectID) != nil else { return [] }
+        guard mayReadUpstream(object.objectID) else { return [] }
         do {
-            return try coordinator.destinations(of: object.objectID, relationship: relationship.name)
+            return try upstreamDestinations(of: object.objectID, relationship: relationship.name)
         } catch let error as StrataError {
             throw error
         } catch {
@@ -268,6 +331,20 @@ final class ObjectGraph: ManagedObjectOwner {
                 try insert(destination)
             }
         }
+    }
+
+    /// Registers `object`, made for an object a child context inserted and saved into
+    /// this one, as inserted here (no `awakeFromInsert()`: its values come from the
+    /// child, which called it already). `store` is the child's `assign(_:to:)` choice.
+    func registerInsertFromChild(_ object: ManagedObject, store: PersistentStore?) {
+        object.owner = self
+        object.insertedFlag = true
+        object.deletedFlag = false
+        inserted.append(object)
+        changed[ObjectIdentifier(object)] = object
+        if let store { assignedStores[ObjectIdentifier(object)] = store }
+        register(object)
+        event.record(object, in: .inserted)
     }
 
     /// Takes back the deletion of `object`: a saved object stays (no longer in
@@ -385,6 +462,11 @@ final class ObjectGraph: ManagedObjectOwner {
         assignedStores[ObjectIdentifier(object)] = store
     }
 
+    /// The store chosen for `object` with `assign(_:to:)`, if any.
+    func assignedStore(of object: ManagedObject) -> PersistentStore? {
+        assignedStores[ObjectIdentifier(object)]
+    }
+
     /// The store a new object will be saved to.
     func store(forNew object: ManagedObject) throws -> PersistentStore {
         if let store = assignedStores[ObjectIdentifier(object)] { return store }
@@ -397,7 +479,14 @@ final class ObjectGraph: ManagedObjectOwner {
         guard !pending.isEmpty else { return }
         let requests = try pending.map { (entityName: $0.entity.name, store: try store(forNew: $0)) }
         let ids = try coordinator.makePermanentIDs(requests)
-        for (object, id) in zip(pending, ids) { reregister(object, as: id) }
+        var made: [ManagedObjectID: ManagedObjectID] = [:]
+        for (object, id) in zip(pending, ids) {
+            made[object.objectID] = id
+            reregister(object, as: id)
+        }
+        // The parent may have the object under its temporary ID (it inserted it, or a
+        // save of this context did): the whole tree learns the new ID.
+        if isInTree { family.record(made) }
     }
 
     // MARK: Forgetting

@@ -29,6 +29,9 @@ public actor PersistentStoreCoordinator {
     nonisolated let rowCache = RowCache()
     /// How many read transactions the coordinator opened (a statistic for tests).
     nonisolated let readStatistics = LockedValue(0)
+    /// The root contexts that merge this coordinator's saves by themselves
+    /// (`automaticallyMergesChangesFromParent`), held weakly.
+    nonisolated let mergingContexts = WeakContexts()
 
     /// The coordinator's isolated methods (adding and removing stores) run on its own
     /// queue, so that opening a store (file I/O) never blocks Swift's cooperative pool.

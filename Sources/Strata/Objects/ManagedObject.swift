@@ -29,7 +29,20 @@ import Foundation
 /// object ID.
 open class ManagedObject: Hashable, CustomStringConvertible {
     /// The object's identity: temporary until it is saved, then permanent.
-    public internal(set) var objectID: ManagedObjectID
+    ///
+    /// In a parent–child tree of contexts, an object that was inserted in one context
+    /// and saved up to the root reads its permanent ID in every context of the tree that
+    /// has it registered, as soon as the root's save returns.
+    public internal(set) var objectID: ManagedObjectID {
+        get {
+            // A temporary ID may have become permanent in another context of the tree.
+            if storedObjectID.isTemporaryID, let owner { owner.adoptPermanentIDsIfNeeded() }
+            return storedObjectID
+        }
+        set { storedObjectID = newValue }
+    }
+    /// The ID as last set.
+    var storedObjectID: ManagedObjectID
     /// The object's entity.
     public internal(set) var entity: EntityDescription
 
@@ -61,7 +74,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// this one: contexts create objects through it.
     public required init(entity: EntityDescription) {
         self.entity = entity
-        objectID = ManagedObjectID(temporaryFor: entity.name)
+        storedObjectID = ManagedObjectID(temporaryFor: entity.name)
         attributeValues = entity.attributes.map(\.defaultValue)
         relationshipValues = entity.relationships.map { $0.isToMany ? .toMany(ToManyStorage(isOrdered: $0.isOrdered)) : .toOne(nil) }
     }

@@ -22,4 +22,13 @@ protocol ManagedObjectOwner: AnyObject {
     /// marked deleted and its values nil (`shouldDeleteInaccessibleFaults`), false to
     /// leave it inaccessible.
     func handleInaccessibleFault(_ object: ManagedObject, property: String?, error: StrataError) -> Bool
+    /// Moves the owner's objects to the permanent IDs their temporary ones became
+    /// elsewhere in the context tree, if anything is new since the last call. Cheap when
+    /// nothing is.
+    func adoptPermanentIDsIfNeeded()
+}
+
+extension ManagedObjectOwner {
+    /// Does nothing: owners outside a context tree have no IDs to adopt.
+    func adoptPermanentIDsIfNeeded() {}
 }

@@ -1,0 +1,222 @@
+import Foundation
+
+// A parent context's side of its children: it answers their reads with its current state
+// (unsaved changes included, then its own parent store) and takes in their saves. Runs
+// in the parent's isolation; everything that goes back to a child is a Sendable value.
+extension ObjectGraph {
+    /// Where the row of an ID a child asks for comes from.
+    private enum LocalRow {
+        /// This context's current state of the object.
+        case row(ObjectSnapshot)
+        /// The object is deleted here (or its row is gone): the child sees no row.
+        case gone
+        /// This context has no state of its own for it: its parent store's row, under
+        /// this ID.
+        case upstream(ManagedObjectID)
+    }
+
+    /// What this context has for `id`.
+    private func localRow(_ id: ManagedObjectID) -> LocalRow {
+        guard let object = registeredObject(for: id) else {
+            return .upstream(id.isTemporaryID ? family.permanentID(for: id) ?? id : id)
+        }
+        if object.isDeleted { return .gone }
+        switch object.faultState {
+        case .fulfilled: return .row(snapshotForChild(of: object))
+        case .inaccessible: return .gone
+        case .fault: return .upstream(object.objectID)
+        }
+    }
+
+    /// `object`'s current persistent state for a child: deleted destinations left out
+    /// (they are gone for the child even before this context's delete rules ran).
+    private func snapshotForChild(of object: ManagedObject) -> ObjectSnapshot {
+        var snapshot = object.makeSnapshot()
+        for (slot, storage) in object.relationshipValues.enumerated() {
+            switch storage {
+            case .toOne(let destination?) where destination.isDeleted:
+                snapshot.relationships[slot] = .toOne(nil)
+            case .toMany(let destinations) where destinations.objects.contains(where: \.isDeleted):
+                snapshot.relationships[slot] = .toMany(destinations.objects.filter { !$0.isDeleted }.map(\.objectID))
+            default:
+                break
+            }
+        }
+        return snapshot
+    }
+
+    /// The rows of `ids` as a child sees them, keyed by the IDs asked for.
+    func rowsForChild(_ ids: [ManagedObjectID]) throws -> [ManagedObjectID: ObjectSnapshot] {
+        var found: [ManagedObjectID: ObjectSnapshot] = [:]
+        var upstream: [(asked: ManagedObjectID, id: ManagedObjectID)] = []
+        for id in ids {
+            switch localRow(id) {
+            case .row(let snapshot): found[id] = snapshot
+            case .gone: continue
+            case .upstream(let upstreamID) where mayReadUpstream(upstreamID): upstream.append((id, upstreamID))
+            case .upstream: continue
+            }
+        }
+        guard !upstream.isEmpty else { return found }
+        let rows = try upstreamSnapshots(of: upstream.map(\.id))
+        for (asked, id) in upstream { found[asked] = rows[id] }
+        return found
+    }
+
+    /// The destinations of `relationship` of each of `owners` as a child sees them.
+    func destinationsForChild(of owners: [ManagedObjectID], relationship: String) throws -> [ManagedObjectID: [ManagedObjectID]] {
+        var found: [ManagedObjectID: [ManagedObjectID]] = [:]
+        var upstream: [(asked: ManagedObjectID, id: ManagedObjectID)] = []
+        for id in owners {
+            let object = registeredObject(for: id)
+            if let object, object.isDeleted { found[id] = []; continue }
+            if let object, object.faultState == .fulfilled, let slot = object.entity.relationshipSlots[relationship] {
+                switch object.relationshipValues[slot] {
+                case .toMany(let storage):
+                    found[id] = storage.objects.filter { !$0.isDeleted }.map(\.objectID)
+                    continue
+                case .toOne(let destination):
+                    found[id] = destination.flatMap { $0.isDeleted ? nil : [$0.objectID] } ?? []
+                    continue
+                case .notLoaded:
+                    break
+                }
+            }
+            let upstreamID = object?.objectID ?? id
+            if mayReadUpstream(upstreamID) { upstream.append((id, upstreamID)) }
+        }
+        guard !upstream.isEmpty else { return found }
+        let links = try upstreamDestinations(of: upstream.map(\.id), relationship: relationship)
+        for (asked, id) in upstream {
+            // Destinations deleted here are gone for the child.
+            found[asked] = (links[id] ?? []).filter { registeredObject(for: $0)?.isDeleted != true }
+        }
+        return found
+    }
+
+    /// A child's fetch: this context's own fetch, with its unsaved changes (whatever the
+    /// request says: they are the child's parent store), sorted and windowed, as rows.
+    func fetchForChild<Result>(_ request: FetchRequest<Result>) throws -> [FetchRows] {
+        var request = request
+        request.includesPendingChanges = true
+        switch request.resultType {
+        case .count:
+            return [.count(try count(for: request))]
+        case .managedObjectID:
+            return [.objectIDs(try fetchObjects(request).map(\.objectID))]
+        case .managedObject, .dictionary:
+            request.resultType = .managedObject
+            request.returnsObjectsAsFaults = false
+            request.fetchBatchSize = 0
+            let objects = try fetchObjects(request)
+            try fulfilFaults(objects)
+            return [.snapshots(objects.filter { $0.faultState == .fulfilled }.map { snapshotForChild(of: $0) })]
+        }
+    }
+
+    /// Takes in a child's save: its inserted objects are inserted here, its changes set
+    /// on the objects here, its deletions deleted here; all become unsaved changes of
+    /// this context. All or nothing: an object the child changed or deleted that is
+    /// deleted here (or gone from the store) fails the whole save with a conflict before
+    /// anything changes.
+    ///
+    /// - Returns: the IDs changed here, for the siblings that merge automatically.
+    func acceptChildSave(_ save: ChildSave) throws -> ChangedObjectIDs {
+        let model = try model
+        // Check every existing object first, so a failure changes nothing.
+        var targets: [ManagedObjectID: ManagedObject] = [:]
+        var conflicts: [MergeConflict] = []
+        for id in save.updated.map(\.objectID) + save.deleted + save.checked {
+            let object = object(for: id)
+            if object.isDeleted || !object.fulfilIfNeeded() {
+                conflicts.append(MergeConflict(objectID: id, oldVersion: object.rowVersion, newVersion: nil))
+            } else {
+                targets[id] = object
+            }
+        }
+        guard conflicts.isEmpty else { throw StrataError.mergeConflicts(conflicts) }
+        var entities: [String: EntityDescription] = [:]
+        for snapshot in save.inserted {
+            guard let entity = model.entitiesByName[snapshot.objectID.entityName], !entity.isAbstract else {
+                throw StrataError.unknownEntity(snapshot.objectID.entityName)
+            }
+            entities[entity.name] = entity
+        }
+
+        var merged = ChangedObjectIDs()
+        var newObjects: [(ManagedObject, ObjectSnapshot)] = []
+        for snapshot in save.inserted {
+            if let registered = registeredObject(for: snapshot.objectID), registered.owner === self {
+                // Saved up before (a second save of the same child after a failed one).
+                newObjects.append((registered, snapshot))
+                continue
+            }
+            guard let entity = entities[snapshot.objectID.entityName] else { continue }
+            let object = entity.managedObjectClass.init(entity: entity)
+            object.objectID = snapshot.objectID
+            registerInsertFromChild(object, store: save.stores[snapshot.objectID])
+            newObjects.append((object, snapshot))
+            merged.inserted.insert(object.objectID)
+        }
+        // Values after every new object exists, so relationships among them resolve.
+        for (object, snapshot) in newObjects {
+            for (slot, attribute) in object.entity.attributes.enumerated() where !attribute.isTransient {
+                object.attributeValues[slot] = slot < snapshot.attributes.count ? snapshot.attributes[slot] : nil
+            }
+            for (slot, relationship) in object.entity.relationships.enumerated() {
+                let value = slot < snapshot.relationships.count ? snapshot.relationships[slot] : .notLoaded
+                switch value {
+                case .toOne(let id): object.relationshipValues[slot] = .toOne(id.map(self.object(for:)))
+                case .toMany(let ids):
+                    object.relationshipValues[slot] = .toMany(ToManyStorage(isOrdered: relationship.isOrdered, objects: ids.map(self.object(for:))))
+                case .notLoaded:
+                    object.relationshipValues[slot] = .toMany(ToManyStorage(isOrdered: relationship.isOrdered))
+                }
+            }
+            object.isModified = true
+        }
+        for change in save.updated {
+            guard let object = targets[change.objectID] else { continue }
+            apply(change, to: object)
+            merged.updated.insert(object.objectID)
+        }
+        for id in save.deleted {
+            guard let object = targets[id], !object.isDeleted else { continue }
+            try delete(object)
+            merged.deleted.insert(object.objectID)
+        }
+        for id in save.checked {
+            guard let object = targets[id], !object.isInserted else { continue }
+            conflictChecks[ObjectIdentifier(object)] = object
+        }
+        return merged
+    }
+
+    /// Sets a child's changed properties on `object` (marking it changed here). Both
+    /// sides of a relationship come in the save (the child kept its inverses), so each
+    /// side is set as it is, without inverse maintenance.
+    private func apply(_ change: ObjectChange, to object: ManagedObject) {
+        let entity = object.entity
+        for (slot, value) in change.attributes where slot < entity.attributes.count {
+            objectWillChange(object, key: entity.attributes[slot].name)
+            object.attributeValues[slot] = value
+        }
+        for (slot, id) in change.toOne where slot < entity.relationships.count {
+            objectWillChange(object, key: entity.relationships[slot].name)
+            object.relationshipValues[slot] = .toOne(id.map(self.object(for:)))
+        }
+        for (slot, ids) in change.ordered where slot < entity.relationships.count {
+            objectWillChange(object, key: entity.relationships[slot].name)
+            object.relationshipValues[slot] = .toMany(ToManyStorage(isOrdered: true, objects: ids.map(self.object(for:))))
+        }
+        for slot in Set(change.added.keys).union(change.removed.keys) where slot < entity.relationships.count {
+            guard object.loadRelationshipIfNeeded(slot), case .toMany(var storage) = object.relationshipValues[slot] else { continue }
+            objectWillChange(object, key: entity.relationships[slot].name)
+            object.relationshipValues[slot] = .notLoaded  // so the changes below do not copy
+            for id in change.removed[slot] ?? [] { _ = storage.remove(self.object(for: id)) }
+            for id in change.added[slot] ?? [] { _ = storage.insert(self.object(for: id)) }
+            object.relationshipValues[slot] = .toMany(storage)
+        }
+        object.isModified = true
+    }
+}
