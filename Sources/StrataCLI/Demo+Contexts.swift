@@ -87,7 +87,58 @@ extension Demo {
         return deleted
     }
 
-    /// Step 7: several background contexts save at once; the viewContext fetches what
+    /// Step 7: an editor, a child of the viewContext, saves into it (nothing reaches the
+    /// store until the viewContext saves); a second editor is thrown away.
+    func showChildContexts(_ container: PersistentContainer) async throws -> ChildSaveOutcome {
+        var outcome = ChildSaveOutcome()
+        let view = container.viewContext
+        let editor = ManagedObjectContext(.privateQueue, parent: view, name: "editor")
+        let temporary = try await editor.perform { editor in
+            var milk = FetchRequest<Note>()
+            milk.predicate = \Note.title == "Buy milk"
+            for note in try editor.fetch(milk) { note.title = "Buy oat milk" }
+            let trip = Note()
+            trip.title = "Plan the trip"
+            trip.priority = 2
+            try editor.insert(trip)
+            try editor.save()
+            return trip.objectID
+        }
+        func storedTitles() async throws -> [String] {
+            try await container.performBackgroundTask { context in
+                var request = FetchRequest<Note>()
+                request.predicate = try FetchPredicate(format: "title IN %@", ["Buy milk", "Buy oat milk", "Plan the trip"])
+                request.sortDescriptors = [FetchSortDescriptor(\Note.title)]
+                return try context.fetch(request).map(\.title)
+            }
+        }
+        outcome.viewChanges = await view.perform { view in
+            ["inserted \(view.insertedObjects.count)", "updated \(view.updatedObjects.count)"]
+        }
+        outcome.storedBefore = try await storedTitles()
+        // A discarded editor: its edits never reach the viewContext.
+        var scratch: ManagedObjectContext? = ManagedObjectContext(.privateQueue, parent: view, name: "scratch")
+        try await scratch?.perform { scratch in
+            for note in try scratch.fetch(FetchRequest<Note>()) { note.title = "scribble" }
+        }
+        scratch = nil
+        try await view.perform { try $0.save() }
+        outcome.storedAfter = try await storedTitles()
+        outcome.editorID = await editor.perform { editor in
+            let trip = editor.object(with: temporary)
+            return trip.objectID.isTemporaryID ? "temporary" : "permanent"
+        }
+        say("")
+        say("7. Parent and child contexts: an editor (a private child of the viewContext) renames \"Buy milk\"")
+        say("   and adds \"Plan the trip\", then saves. The save goes one store up, into the viewContext, which now has")
+        say("   \(outcome.viewChanges.joined(separator: ", ")) unsaved object(s); the store still holds \(outcome.storedBefore).")
+        say("   A second editor renames every note and is thrown away: the viewContext never sees it.")
+        say("   The viewContext saves: the store holds \(outcome.storedAfter), and the editor's new note")
+        say("   now has its \(outcome.editorID) ID there too (one identity across the chain).")
+        return outcome
+    }
+
+    /// Step 8: several background contexts save at once; the viewContext fetches what
     /// they saved. Returns each batch folder, and the folder and note counts.
     func saveConcurrently(_ container: PersistentContainer) async throws -> ([String], Int, Int) {
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -117,7 +168,7 @@ extension Demo {
             return (batches, try context.count(for: FetchRequest<Folder>()), try context.count(for: FetchRequest<Note>()))
         }
         say("")
-        say("7. \(Demo.batches) background contexts save at the same time, each a folder of \(Demo.notesPerBatch) notes")
+        say("8. \(Demo.batches) background contexts save at the same time, each a folder of \(Demo.notesPerBatch) notes")
         say("   (each save is one atomic write; the coordinator runs them one after the other). The viewContext fetches:")
         for batch in batches { say("     " + batch) }
         say("   The store now holds \(folders) folders and \(notes) notes.")
@@ -134,4 +185,14 @@ final class BlockLog: Sendable {
 
     /// Everything recorded, in order.
     var lines: [String] { entries.withLock { $0 } }
+}
+
+/// What step 7 (parent and child contexts) saw.
+struct ChildSaveOutcome: Equatable, Sendable {
+    /// The viewContext's unsaved inserted and updated counts after the editor's save.
+    var viewChanges: [String] = []
+    /// The demo notes in the store before and after the viewContext's save.
+    var storedBefore: [String] = [], storedAfter: [String] = []
+    /// Whether the editor's new note has its temporary or permanent ID after that save.
+    var editorID = ""
 }

@@ -35,6 +35,9 @@ struct Demo: Sendable {
         var changesBeforeRollback = false, changesAfterRollback = true
         /// Objects deleted by deleting the "Work" folder (the folder and its notes).
         var cascadeDeleted = 0
+        /// What the parent–child step saw: the viewContext's changes after the editor's
+        /// save, the store before and after the viewContext's save, the editor's ID.
+        var childSave = ChildSaveOutcome()
         /// Each folder saved by the concurrent background contexts: `"Batch 1: 5 notes"`.
         var batches: [String] = []
         /// Folders and notes in the store at the end.
@@ -53,7 +56,7 @@ struct Demo: Sendable {
         outcome.createdStore = try FileSystem.checkDemoStorePath(path)
         let coordinator = try await walkThrough(into: &outcome)
         say("")
-        say("8. The LMDB store underneath (what `strata stat \(path)` prints): one database per entity,")
+        say("9. The LMDB store underneath (what `strata stat \(path)` prints): one database per entity,")
         say("   one per index and per to-many relationship, metadata and history")
         if coordinator.released {
             let report = try StoreReport.load(path: path)
@@ -84,6 +87,7 @@ struct Demo: Sendable {
         outcome.blockOrder = try await showPerformAndWait(container)
         try await showUnsavedChanges(container, into: &outcome)
         outcome.cascadeDeleted = try await showCascadeDelete(container)
+        outcome.childSave = try await showChildContexts(container)
         (outcome.batches, outcome.folders, outcome.notes) = try await saveConcurrently(container)
         return WeakCoordinator(coordinator: container.persistentStoreCoordinator)
     }

@@ -50,7 +50,10 @@ struct DemoTests {
             #expect(outcome.cascadeDeleted == 4)
             #expect(outcome.batches == (1...Demo.batches).map { "Batch \($0): \(Demo.notesPerBatch) notes" })
             #expect(outcome.folders == 1 + Demo.batches)
-            #expect(outcome.notes == 3 + Demo.batches * Demo.notesPerBatch)
+            #expect(outcome.notes == 4 + Demo.batches * Demo.notesPerBatch)
+            #expect(outcome.childSave == ChildSaveOutcome(
+                viewChanges: ["inserted 1", "updated 1"], storedBefore: ["Buy milk"], storedAfter: ["Buy oat milk", "Plan the trip"],
+                editorID: "permanent"))
             let databases = Dictionary(uniqueKeysWithValues: (outcome.report?.databases ?? []).map { ($0.name, $0.entries) })
             #expect(databases["rows:Folder"] == outcome.folders && databases["rows:Note"] == outcome.notes)
 
@@ -61,14 +64,14 @@ struct DemoTests {
             #expect(narration.contains("     4 Call the plumber (no folder)\n     4 Draft talk (Work)"))
             #expect(narration.contains("rollback() (hasChanges true -> false)"))
             #expect(narration.contains("4 objects deleted: the folder and its notes Book flights, Draft talk, Review PR."))
-            #expect(narration.contains("     Batch 4: 5 notes\n   The store now holds 5 folders and 23 notes."))
-            #expect(narration.contains("rows:Note           23 entries"))
+            #expect(narration.contains("     Batch 4: 5 notes\n   The store now holds 5 folders and 24 notes."))
+            #expect(narration.contains("rows:Note           24 entries"))
         }
         #expect(firstLines.contains("   Created a new store."))
-        #expect(secondLines.contains("   Opened the existing store; deleted the 28 objects an earlier run left, to start afresh."))
+        #expect(secondLines.contains("   Opened the existing store; deleted the 29 objects an earlier run left, to start afresh."))
         // The demo closed its store: stat can open it.
         let report = try StoreReport.load(path: path)
-        #expect(report.databases.first { $0.name == "rows:Note" }?.entries == 23)
+        #expect(report.databases.first { $0.name == "rows:Note" }?.entries == 24)
     }
 
     @Test("the LMDB walkthrough (--lmdb) runs twice on the same store; the snapshot keeps the old value")
