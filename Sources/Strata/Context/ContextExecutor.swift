@@ -90,8 +90,16 @@ enum ContextExecutor: Sendable {
 
     /// Runs `body` with exclusive use of this executor and waits for it: inline when the
     /// current thread already holds it (reentrancy, A→B→A chains, a held lock); through
-    /// the relay of a main-queue lock held by this thread; otherwise by a synchronous hop
-    /// onto the queue (`DispatchQueue.sync`), lending the caller's holdings to the block.
+    /// the relay of a main-queue lock held by this thread; otherwise as a `.user` wait of
+    /// ``SynchronousWaits``: on this thread once a private queue's gate admits it (at
+    /// once when the queue is idle), or on the main queue, which the main queue's gate
+    /// runs lending the caller's holdings.
+    ///
+    /// A wait that is part of a cycle between threads (each holds what the other waits
+    /// for) takes its turn right away on an executor held by a `performAndWait` that
+    /// waits for it, or is run by a main-queue thread that waits for it (see
+    /// ``SynchronousWaits``), so such cycles do not hang. It never fails: when nothing
+    /// can be done (a cycle made only of internal requests), it keeps waiting.
     ///
     /// Blocks the calling thread until the executor is free. Callable from any thread,
     /// including `async` code (it then blocks that pooled thread: use `perform` there).
@@ -102,27 +110,31 @@ enum ContextExecutor: Sendable {
             guard let relay = holding.relay else { return try body() }
             return try relay.run(lending: ExecutorOwnership.holdings, body)
         }
-        // Keep what this thread holds visible inside the hop: the queue it drains is
-        // not visible from inside another queue's block, and the main queue's block may
-        // run on another thread (the main thread, before `dispatchMain()`).
-        switch self {
-        case .privateQueue(let executor):
-            return try ExecutorOwnership.lend(ExecutorOwnership.unlistedQueue) { () throws(E) -> T in
-                try executor.runSynchronously(body)
-            }
-        case .mainQueue:
-            let holdings = ExecutorOwnership.holdings
-            // Through a plain `DispatchQueue` value: the compiler treats a closure
-            // written as `DispatchQueue.main.sync { }` as main-actor isolated, and `body`
-            // belongs to the caller, which waits here as it does for any `sync`.
-            let main: DispatchQueue = .main
-            let outcome: Result<T, E> = main.sync {
-                ExecutorOwnership.lend(holdings + [ExecutorHolding(identity)]) {
-                    Result { () throws(E) -> T in try body() }
-                }
-            }
-            return try outcome.get()
+        let outcome = waitForTurn(as: .user, failingWith: nil as ((String) -> Never)?, body)
+        return try outcome.get()
+    }
+
+    /// Runs `body` with exclusive use of this executor for an internal request made
+    /// from code already holding other contexts (a child's read or save in its parent).
+    /// Inline when held; never borrowable while it waits; throws .wouldDeadlock when
+    /// the wait could never end.
+    ///
+    /// Waits as ``runAndWait(_:)`` does, as an `.internal` wait of ``SynchronousWaits``:
+    /// it may take its turn on an executor a waiting `performAndWait` holds, but what
+    /// this thread holds is never lent to another thread meanwhile, since the code that
+    /// waits is paused in the middle of an operation. When every thread involved is
+    /// blocked and none can lend what another needs, it gives up.
+    ///
+    /// - Throws: ``StrataError/wouldDeadlock(_:)`` naming the queues involved, without
+    ///   running `body`; or what `body` throws.
+    func runInternalRequest<T>(_ body: () throws -> T) throws -> T {
+        let identity = self.identity
+        if ExecutorOwnership.currentQueue === identity { return try body() }
+        if let holding = ExecutorOwnership.stackHolding(identity) {
+            guard let relay = holding.relay else { return try body() }
+            return try relay.run(lending: ExecutorOwnership.holdings, body)
         }
+        return try waitForTurn(as: .internal, failingWith: { StrataError.wouldDeadlock($0) }, body).get()
     }
 
     /// Runs `block` on this executor after every job and block scheduled before it,

@@ -14,6 +14,12 @@ import Musl
 /// executor's own serial queue (an overcommitting dispatch queue), never to Swift's
 /// cooperative pool.
 ///
+/// Besides the lock, the gate is what a synchronous wait (`performAndWait`, an internal
+/// request) takes to run its block on its own thread: at once when the executor is idle,
+/// or through a gate job at the head of the queue (see ``SynchronousWaits``). Ownership
+/// is counted: a thread that already holds the executor (the owner, or a thread the owner
+/// lent it to while it waits) nests its claim, and each claim has one ``release()``.
+///
 /// `Synchronization.Mutex` has no condition variable, hence the pthread objects. They
 /// live on the heap so they never move.
 // @unchecked Sendable because every mutable property is read and written with `mutex`
@@ -21,14 +27,18 @@ import Musl
 final class ExecutorAdmission: @unchecked Sendable {
     // Because pthread objects must not move once initialised, they live on the heap,
     // allocated here and freed in deinit.
-    /// Guards `pending` and `owner`.
+    /// Guards `pending`, `owner` and `depth`.
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     /// Signalled when the owner releases the lock.
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
     /// Jobs submitted and not finished (queued, waiting at the gate, or running).
     private var pending = 0
-    /// The thread that owns the executor through its lock, if any.
+    /// The thread that owns the executor (through its lock, or for a synchronous wait),
+    /// if any.
     private var owner: pthread_t?
+    /// How many claims the owner holds: each ``release()`` gives one back, and the gate
+    /// opens at zero.
+    private var depth = 0
 
     /// An open gate with no job.
     init() {
@@ -78,28 +88,44 @@ final class ExecutorAdmission: @unchecked Sendable {
 
     // MARK: The lock
 
-    /// Makes the current thread the owner if nobody owns the lock and, when `ifIdle`,
-    /// no job is queued or running. Never waits.
+    /// Claims the gate for the current thread without waiting; returns whether it did.
+    ///
+    /// - `ifIdle`: only when nobody owns it and no job is queued or running (`tryLock()`,
+    ///   and the fast path of a synchronous wait).
+    /// - Otherwise the caller already holds the executor (it runs one of its jobs, or
+    ///   the owner lent it the executor while it waits for it): the claim nests in the
+    ///   current owner's, or makes the caller the owner when there is none. It always
+    ///   succeeds: waiting here would wait for the caller itself.
     func claim(ifIdle: Bool) -> Bool {
         withLock {
-            guard owner == nil, !ifIdle || pending == 0 else { return false }
+            if ifIdle {
+                guard owner == nil, pending == 0 else { return false }
+            } else if owner != nil {
+                depth += 1
+                return true
+            }
             owner = pthread_self()
+            depth = 1
             return true
         }
     }
 
-    /// Makes `thread` the owner once nobody else owns the lock; called by a job at the
-    /// head of the queue, for a thread that waits in `lock()`.
+    /// Makes `thread` the owner once nobody else owns the gate; called by a job at the
+    /// head of the queue, for a thread that waits in `lock()` or in a synchronous wait.
     func claimWaiting(for thread: pthread_t) {
         withLock {
             while owner != nil { pthread_cond_wait(condition, mutex) }
             owner = thread
+            depth = 1
         }
     }
 
-    /// Gives the lock up and lets the jobs waiting at the gate run.
+    /// Gives one claim back; the last one lets the jobs waiting at the gate run.
     func release() {
         withLock {
+            depth -= 1
+            guard depth <= 0 else { return }
+            depth = 0
             owner = nil
             pthread_cond_broadcast(condition)
         }
