@@ -43,10 +43,11 @@ final class SynchronousWait: @unchecked Sendable {
         /// Its private queue's gate job took the executor for it: its thread is about to
         /// run the block.
         case granted
-        /// Its thread runs the block (granted, or on an executor borrowed from a waiter).
+        /// Its block runs: on its thread (granted, or on an executor borrowed from a
+        /// waiter), or through a main-queue lock's relay while its thread waits for it.
         case running
-        /// Another thread runs its block for it (the main queue's gate, a rescuer, a
-        /// main-queue lock's relay), with its holdings lent to that thread.
+        /// Another thread runs its block for it (the main queue's gate, a rescuer), with
+        /// its holdings lent to that thread.
         case delegated
         /// Still blocked, and a thread that it waits for uses one of its holdings.
         case lent
@@ -270,12 +271,13 @@ final class SynchronousWaits: @unchecked Sendable {
         }
     }
 
-    /// The number of waits in progress for `identity`, whatever their state: for tests
-    /// that wait until a thread is blocked before they go on.
-    func waitCount(for identity: ExecutorIdentity) -> Int {
+    /// The number of waits in progress for `target` (by a thread holding `held`, when
+    /// given), whatever their state: for tests that wait until a thread is blocked
+    /// before they go on.
+    func waitCount(for target: ExecutorIdentity, holding held: ExecutorIdentity? = nil) -> Int {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
-        return waits.count(where: { $0.target === identity })
+        return waits.count(where: { $0.target === target && (held.map($0.holds) ?? true) })
     }
 
     /// Runs `body` with the mutex released. Mutex held.
@@ -318,9 +320,13 @@ final class SynchronousWaits: @unchecked Sendable {
         _ job: () -> Void
     ) {
         lender.state = .lent
-        record.state = .delegated
+        // Counted as running, holding the main queue: the relay's thread runs the block
+        // without a wait of its own, so this is what tells the deadlock check that the
+        // main queue is in use by a thread that moves, not by the lent waiter.
+        record.state = .running
         record.job = nil
         let holdings = record.holdings
+        record.holdings.append(ExecutorHolding(record.target))
         pthread_cond_broadcast(condition)
         unlocked { relay.run(lending: holdings, job) }
         lender.state = .waiting
