@@ -306,6 +306,44 @@ struct ContextWaitCycleTests {
         #expect(await b.perform { _ in true })
     }
 
+    @Test func internalRequestsThroughTheMainQueueThatCanOnlyDeadlockThrow() async {
+        // The main queue's block makes an internal request for A; A's block makes one for
+        // the main queue. The main queue's thread may not run A's request for it (it is
+        // paused in an internal request): the second request throws.
+        let main = ManagedObjectContext(.mainQueue, name: "deadlock.main")
+        let a = ManagedObjectContext(.privateQueue, name: "deadlock.main.a")
+        let aEntered = TestSignal(), mainDone = TestSignal()
+        let first = TestBox<Result<Void, any Error>?>(nil)
+        let second = TestBox<Result<Void, any Error>?>(nil)
+        let t2 = TestRun {
+            a.performAndWait { _ in
+                aEntered.signal()
+                let blocked = eventually { isWaiting(for: a, holding: nil, mainQueue: true) }
+                #expect(blocked)
+                second.value = Result { () throws in
+                    try main.contextExecutor.runInternalRequest { main.assumeIsolated { _ in } }
+                }
+            }
+        }
+        DispatchQueue.main.async {
+            aEntered.wait()
+            main.performAndWait { _ in
+                first.value = Result { () throws in
+                    try a.contextExecutor.runInternalRequest { a.assumeIsolated { _ in } }
+                }
+            }
+            mainDone.signal()
+        }
+        #expect(await signalled(mainDone, seconds: 30), "deadlock (watchdog)")
+        #expect(await t2.joined(seconds: 30), "deadlock (watchdog)")
+        #expect((try? first.value?.get()) != nil)
+        guard case .failure(StrataError.wouldDeadlock(let message)) = second.value else {
+            Issue.record("the second internal request did not throw wouldDeadlock: \(String(describing: second.value))")
+            return
+        }
+        #expect(message.contains("'main queue'") && message.contains("strata.context.deadlock.main.a"))
+    }
+
     // MARK: Order and load
 
     @Test func performAndWaitRunsAfterBlocksAlreadyEnqueued() async {
