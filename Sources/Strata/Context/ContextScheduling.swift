@@ -171,8 +171,10 @@ extension BlockPerformingActor {
     /// Inline when the current thread already holds the executor: inside another block
     /// of this actor (at any depth), in A→B→A chains across contexts, inside an isolated
     /// method of the actor, on the main queue for a main-queue context, or while holding
-    /// the actor's ``ContextLock``. Otherwise a synchronous hop onto the executor's
-    /// queue, which blocks the calling thread until the executor is free: from `async`
+    /// the actor's ``ContextLock``. Otherwise a wait for the executor
+    /// (``ContextExecutor/runAndWait(_:)``), which blocks the calling thread until the
+    /// executor is free, after the blocks already scheduled on it, and does not hang in
+    /// a cycle of such waits between threads (see ``SynchronousWaits``): from `async`
     /// code, prefer `performBlock`, which suspends instead.
     nonisolated func performBlockAndWait<T: Sendable>(_ body: (isolated Self) throws -> T) rethrows -> T {
         try rethrowing(outcomeAndWait(of: body), for: body)

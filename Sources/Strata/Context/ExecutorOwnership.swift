@@ -58,23 +58,27 @@ struct HoldingToken: Sendable, Hashable {
 /// Which executors the current thread holds: the per-thread ownership stack.
 ///
 /// A thread holds an executor while it runs one of its jobs, while it is inside a
-/// synchronous `performAndWait` on it, and while it holds its ``ContextLock``.
-/// ``PrivateQueueExecutor/checkIsolated()`` and the reentrancy of `performAndWait`
-/// consult this stack.
+/// synchronous `performAndWait` (or internal request) on it, and while it holds its
+/// ``ContextLock``. ``PrivateQueueExecutor/checkIsolated()``, the reentrancy of
+/// `performAndWait`, and the wait registry (``SynchronousWaits``, which records what a
+/// waiting thread holds) consult this stack.
 ///
 /// Why a stack, and why per thread:
-/// - `DispatchQueue.getSpecific` sees only the innermost queue the thread is draining.
-///   In A→B→A (a block on A waits in `B.sync`, and B's block asks for A) it answers B,
-///   and a `A.sync` from there traps in libdispatch ("dispatch_sync called on queue
-///   already owned by current thread"). The stack still lists A, so the inner request
-///   runs inline: A's queue is blocked on this very thread, so nothing else can run on
-///   it.
+/// - A private queue's `performAndWait` from another thread runs its block on the
+///   calling thread, once the queue's gate admits it (``SynchronousWaits``); the thread
+///   drains no new queue, so only the stack says it holds the executor. Inside a job, a
+///   `DispatchQueue.getSpecific` answers the job's queue only, never an executor the
+///   thread entered synchronously on the way. In A→B→A (a block on A waits for B, and
+///   B's block asks for A) the stack still lists A, so the inner request runs inline:
+///   A's block is paused on this very thread, so nothing else can run on A. (With
+///   `queue.sync`, which Strata used before, a nested `A.sync` traps in libdispatch:
+///   "dispatch_sync called on queue already owned by current thread".)
 /// - A `@TaskLocal` cannot do this: `performAndWait` is synchronous and is called from
 ///   plain threads and dispatch blocks, which have no task, and a task-local value
-///   cannot be bound around a `DispatchQueue.sync` block that may run on another thread
-///   (the main queue's). A thread-local (a pthread key) follows the code that actually
-///   runs, and a holder that blocks while another thread works for it lends its stack
-///   explicitly (``lend(_:_:)``).
+///   cannot be bound around a block that another thread runs for the caller (the main
+///   queue's gate, a rescue, a lock's relay). A thread-local (a pthread key) follows
+///   the code that actually runs, and a holder that blocks while another thread works
+///   for it lends its stack explicitly (``lend(_:_:)``).
 enum ExecutorOwnership {
     /// The queue-specific key whose value on a queue is that queue's identity.
     static let queueKey = DispatchSpecificKey<ExecutorIdentity>()
@@ -125,6 +129,8 @@ enum ExecutorOwnership {
     /// Runs `body` with `holdings` (lent by a thread that waits for this one) pushed on
     /// the current thread's stack. Lending is safe because the lender is blocked until
     /// `body` returns: the two threads never use the lent executors at the same time.
+    /// Lenders: a thread whose block the main queue runs (its gate, a rescue by a waiting
+    /// main-queue thread, a main-queue lock's relay); see ``SynchronousWaits``.
     static func lend<T, E: Error>(
         _ holdings: [ExecutorHolding], _ body: () throws(E) -> T
     ) throws(E) -> T {

@@ -22,11 +22,15 @@ import Musl
 /// ```
 ///
 /// Besides the actor's own jobs, the queue runs blocks submitted with ``submit(_:)``
-/// (the fire-and-forget `perform`) and synchronous blocks run with
-/// ``runSynchronously(_:)`` (`performAndWait` from another thread). All of them pass the
-/// ``ExecutorAdmission`` gate, so a ``ContextLock`` holds every one of them back, and all
-/// of them push the executor on the thread's ``ExecutorOwnership`` stack, so
-/// `assumeIsolated` works inside them and inside anything they call synchronously.
+/// (the fire-and-forget `perform`, and the gate jobs of synchronous waits). All of them
+/// pass the ``ExecutorAdmission`` gate, so a ``ContextLock`` or a synchronous wait that
+/// owns it holds every one of them back, and all of them push the executor on the
+/// thread's ``ExecutorOwnership`` stack, so `assumeIsolated` works inside them and
+/// inside anything they call synchronously.
+///
+/// `performAndWait` from another thread does not run on the queue: the caller's own
+/// thread runs the block once the gate admits it (see ``SynchronousWaits``), which is
+/// what lets a cycle of such waits between threads be resolved.
 final class PrivateQueueExecutor: SerialExecutor, CustomStringConvertible {
     /// The executor's identity (the value of ``ExecutorOwnership/queueKey`` on `queue`).
     let identity: ExecutorIdentity
@@ -110,11 +114,14 @@ final class PrivateQueueExecutor: SerialExecutor, CustomStringConvertible {
         }
     }
 
-    /// Runs `body` on the queue, after every job submitted before it, and waits for it.
+    /// Runs `body` on the queue, after every job submitted before it, and waits for it:
+    /// a plain `queue.sync` through the gate.
     ///
     /// Blocks the calling thread. The caller must not hold the executor already (that
-    /// would wait for itself: libdispatch traps); ``ContextExecutor/runAndWait(_:)`` runs
-    /// such calls inline instead.
+    /// would wait for itself: libdispatch traps). Not what `performAndWait` uses: a
+    /// `queue.sync` is invisible to ``SynchronousWaits``, so a cycle of such waits
+    /// between threads hangs; ``ContextExecutor/runAndWait(_:)`` waits through the
+    /// registry instead.
     func runSynchronously<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
         admission.jobSubmitted()
         let outcome: Result<T, E> = queue.sync {
