@@ -38,9 +38,20 @@ final class ObjectGraph: ManagedObjectOwner {
 
     /// What the contexts of this graph's parent–child tree share.
     var family: ContextFamily {
-        if case .parent(let parent) = lineage { return parent.family }
-        return ownFamily
+        if let knownFamily { return knownFamily }
+        switch lineage {
+        case .unset:
+            return ownFamily   // may still get a parent
+        case .coordinator:
+            knownFamily = ownFamily
+        case .parent(let parent):
+            // Walked up once: every ID lookup and temporary `objectID` read asks.
+            knownFamily = parent.family
+        }
+        return knownFamily ?? ownFamily
     }
+    /// The family once the lineage is known (it never changes after).
+    private var knownFamily: ContextFamily?
 
     /// The coordinator: the context's own, or its root's.
     ///
