@@ -103,6 +103,9 @@ struct ObjectChangeSets {
     var refreshed: [ManagedObject] = []
     var invalidated: [ManagedObject] = []
     var invalidatedAll = false
+    /// The query generation a notification names: the state a save made, or the one a
+    /// merge moved a pinned context to.
+    var queryGeneration: QueryGenerationToken?
 
     /// Whether there is nothing to report.
     var isEmpty: Bool {

@@ -31,6 +31,13 @@ public struct ContextNotification: Sendable {
         /// the IDs merged, of objects this context had registered (updated, deleted) or
         /// now has (inserted).
         case didMergeChanges
+        /// The context's query generation outlived the coordinator's
+        /// ``PersistentStoreCoordinator/queryGenerationAgePolicy``
+        /// (``QueryGenerationAgePolicy/advance(after:)``), and a read moved it to the newest
+        /// state: ``ContextNotification/expiredQueryGenerationToken`` is the one left,
+        /// ``ContextNotification/queryGenerationToken`` the one taken. Posted at the end
+        /// of the block in which the read happened. Registered objects keep their values.
+        case didExpireQueryGeneration
     }
 
     /// Which notification it is.
@@ -54,6 +61,16 @@ public struct ContextNotification: Sendable {
     public let invalidatedObjectIDs: Set<ManagedObjectID>
     /// Whether every object of the context was invalidated (a reset).
     public let invalidatedAllObjects: Bool
+    /// The query generation the notification names: for ``Kind/didSave`` of a root
+    /// context, the state right after the save's commit (pin it with
+    /// ``ManagedObjectContext/setQueryGenerationFrom(_:)`` to read exactly what the
+    /// save left); for ``Kind/didMergeChanges`` and ``Kind/didExpireQueryGeneration``,
+    /// the generation the context reads now (``QueryGenerationToken/current`` when it
+    /// takes the newest at its next read). Nil otherwise, for a child's save, and for an
+    /// unpinned context's merge.
+    public let queryGenerationToken: QueryGenerationToken?
+    /// For ``Kind/didExpireQueryGeneration``, the generation that expired; nil otherwise.
+    public let expiredQueryGenerationToken: QueryGenerationToken?
 
     /// The `NotificationCenter` name the same event is posted under.
     public var name: Notification.Name {
@@ -62,6 +79,7 @@ public struct ContextNotification: Sendable {
         case .willSave: ManagedObjectContext.willSaveObjectsNotification
         case .didSave: ManagedObjectContext.didSaveObjectsNotification
         case .didMergeChanges: ManagedObjectContext.didMergeChangesObjectIDsNotification
+        case .didExpireQueryGeneration: ManagedObjectContext.didExpireQueryGenerationNotification
         }
     }
 
@@ -75,6 +93,8 @@ public struct ContextNotification: Sendable {
         refreshedObjectIDs = ids.refreshed
         invalidatedObjectIDs = ids.invalidated
         invalidatedAllObjects = ids.invalidatedAll
+        queryGenerationToken = ids.queryGeneration
+        expiredQueryGenerationToken = ids.expiredQueryGeneration
     }
 }
 
@@ -87,6 +107,10 @@ struct ChangedObjectIDs: Sendable {
     var refreshed: Set<ManagedObjectID> = []
     var invalidated: Set<ManagedObjectID> = []
     var invalidatedAll = false
+    /// The query generation the notification names (``ContextNotification/queryGenerationToken``).
+    var queryGeneration: QueryGenerationToken?
+    /// The generation that expired (``ContextNotification/Kind/didExpireQueryGeneration``).
+    var expiredQueryGeneration: QueryGenerationToken?
 
     init(inserted: Set<ManagedObjectID> = [], updated: Set<ManagedObjectID> = [], deleted: Set<ManagedObjectID> = []) {
         self.inserted = inserted
@@ -101,6 +125,7 @@ struct ChangedObjectIDs: Sendable {
         refreshed = Set(sets.refreshed.map(\.objectID))
         invalidated = Set(sets.invalidated.map(\.objectID))
         invalidatedAll = sets.invalidatedAll
+        queryGeneration = sets.queryGeneration
     }
 
     var isEmpty: Bool { inserted.isEmpty && updated.isEmpty && deleted.isEmpty && refreshed.isEmpty && invalidated.isEmpty && !invalidatedAll }
@@ -132,6 +157,13 @@ extension ManagedObjectContext {
     /// `userInfo` (``NotificationKey/insertedObjectIDs``, ``NotificationKey/updatedObjectIDs``,
     /// ``NotificationKey/deletedObjectIDs``): every value is `Sendable`.
     public static let didSaveObjectIDsNotification = Notification.Name("NSManagedObjectContextDidSaveObjectIDsNotification")
+    /// Posted when a read moved the context off a query generation that outlived the
+    /// coordinator's ``PersistentStoreCoordinator/queryGenerationAgePolicy``
+    /// (``QueryGenerationAgePolicy/advance(after:)``), at the end of that block. `object`
+    /// is the context; `userInfo` holds the new token under
+    /// ``NotificationKey/queryGeneration`` and the expired one under
+    /// ``NotificationKey/expiredQueryGeneration``.
+    public static let didExpireQueryGenerationNotification = Notification.Name("StrataContextDidExpireQueryGenerationNotification")
 
     /// The `userInfo` keys of context notifications (Core Data's
     /// `NSManagedObjectContext.NotificationKey`; the raw values are Core Data's).
@@ -158,6 +190,14 @@ extension ManagedObjectContext {
         case refreshedObjectIDs = "refreshed_objectIDs"
         /// `Set<ManagedObjectID>`: IDs of the invalidated objects.
         case invalidatedObjectIDs = "invalidated_objectIDs"
+        /// ``QueryGenerationToken``: after a save, the state the save made; after a merge
+        /// or an expiry, the generation the context reads now
+        /// (``ContextNotification/queryGenerationToken``). Core Data's
+        /// `NSManagedObjectContextQueryGenerationKey`.
+        case queryGeneration = "queryGeneration"
+        /// ``QueryGenerationToken``: the generation that expired
+        /// (``ManagedObjectContext/didExpireQueryGenerationNotification``).
+        case expiredQueryGeneration = "expiredQueryGeneration"
     }
 }
 
@@ -184,3 +224,6 @@ public let NSInvalidatedObjectsKey = ManagedObjectContext.NotificationKey.invali
 /// Core Data's key marking that every object was invalidated
 /// (``ManagedObjectContext/NotificationKey/invalidatedAllObjects``).
 public let NSInvalidatedAllObjectsKey = ManagedObjectContext.NotificationKey.invalidatedAllObjects.rawValue
+/// Core Data's key for the query generation token in a notification's `userInfo`
+/// (``ManagedObjectContext/NotificationKey/queryGeneration``).
+public let NSManagedObjectContextQueryGenerationKey = ManagedObjectContext.NotificationKey.queryGeneration.rawValue

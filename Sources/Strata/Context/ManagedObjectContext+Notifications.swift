@@ -29,10 +29,16 @@ extension ManagedObjectContext {
 
     /// Posts an ObjectsDidChange notification for what changed since the last one, if
     /// anything did.
+    /// Then announces query generations that expired in the meantime.
     func postObjectsDidChange() {
         let sets = graph.takeChangeEvent()
-        guard !sets.isEmpty else { return }
-        post(.objectsDidChange, sets)
+        if !sets.isEmpty { post(.objectsDidChange, sets) }
+        for expiry in graph.takeExpiredGenerations() {
+            var ids = ChangedObjectIDs()
+            ids.queryGeneration = expiry.current
+            ids.expiredQueryGeneration = expiry.expired
+            post(.didExpireQueryGeneration, ObjectChangeSets(), mergedIDs: ids)
+        }
     }
 
     /// Posts `kind` on the notification center and to the streams that want it. Nothing
@@ -55,6 +61,8 @@ extension ManagedObjectContext {
                 center.post(name: Self.didSaveObjectIDsNotification, object: self, userInfo: Self.userInfo(ids))
             case .didMergeChanges:
                 center.post(name: Self.didMergeChangesObjectIDsNotification, object: self, userInfo: Self.userInfo(ids))
+            case .didExpireQueryGeneration:
+                center.post(name: Self.didExpireQueryGenerationNotification, object: self, userInfo: Self.userInfo(ids))
             }
         }
         if streamed {
@@ -77,6 +85,8 @@ extension ManagedObjectContext {
         put(ids.refreshed, .refreshedObjectIDs, objects?.refreshed, .refreshedObjects)
         put(ids.invalidated, .invalidatedObjectIDs, objects?.invalidated, .invalidatedObjects)
         if ids.invalidatedAll { info[NotificationKey.invalidatedAllObjects.rawValue] = ids.invalidated }
+        if let token = ids.queryGeneration { info[NotificationKey.queryGeneration.rawValue] = token }
+        if let token = ids.expiredQueryGeneration { info[NotificationKey.expiredQueryGeneration.rawValue] = token }
         return info
     }
 }

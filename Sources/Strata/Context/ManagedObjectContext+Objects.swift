@@ -131,6 +131,10 @@ extension ManagedObjectContext {
     /// validation, one write, each object's ``ManagedObject/didSave()``, and
     /// ``didSaveObjectsNotification`` (then ``didSaveObjectIDsNotification``). A save with
     /// nothing to save writes and posts nothing.
+    ///
+    /// A root context's save notifications carry the state the commit made under
+    /// ``NotificationKey/queryGeneration``; a pinned root context advances to that state
+    /// (see ``setQueryGenerationFrom(_:)``).
     public func save() throws {
         try processPendingChanges()
         let saved = try graph.save(
@@ -151,9 +155,11 @@ extension ManagedObjectContext {
     }
 
     /// Forgets every object: they leave the context and can no longer be used. Posts
-    /// ``didChangeObjectsNotification`` with every object invalidated.
+    /// ``didChangeObjectsNotification`` with every object invalidated. A pinned context's
+    /// query generation advances: it takes the newest state at its next read.
     public func reset() {
         graph.reset()
+        graph.advanceGeneration(toward: nil)
         postObjectsDidChange()
     }
 

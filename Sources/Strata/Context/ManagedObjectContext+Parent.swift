@@ -77,7 +77,8 @@ extension ManagedObjectContext {
         for context in contexts {
             context.perform { context in
                 guard context.automaticallyMergesChangesFromParent else { return }
-                try? context.mergeChanges(inserted: changes.inserted, updated: changes.updated, deleted: changes.deleted)
+                try? context.mergeChanges(
+                    inserted: changes.inserted, updated: changes.updated, deleted: changes.deleted, generation: changes.queryGeneration)
             }
         }
     }

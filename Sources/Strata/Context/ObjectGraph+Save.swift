@@ -1,4 +1,5 @@
 import Foundation
+import StrataLMDB
 
 extension ObjectGraph {
     /// Saves every pending change to the stores, all or nothing.
@@ -90,7 +91,8 @@ extension ObjectGraph {
         }
         try checkStores(toInsert + toUpdate, storeOfObject)
 
-        let outcome = try coordinator.save(order.map { saves[$0]! })
+        let outcome = try saveToStores(order.map { saves[$0]! })
+        advanceGeneration(afterSavingTo: outcome.generation)
         // Descendants may have these objects under their temporary IDs.
         if isInTree { family.record(outcome.permanentIDs) }
 
@@ -107,7 +109,38 @@ extension ObjectGraph {
         }
         clearChanges()
         for object in toInsert + toUpdate + toDelete { object.didSave() }
-        return ObjectChangeSets(inserted: toInsert, updated: toUpdate, deleted: toDelete)
+        var saved = ObjectChangeSets(inserted: toInsert, updated: toUpdate, deleted: toDelete)
+        saved.queryGeneration = outcome.token
+        return saved
+    }
+
+    /// Writes `saves` through the coordinator. A pinned context asks for the state its
+    /// save makes. When the map must grow and cannot because snapshots are open, and
+    /// this context's own generation may be one of them, the context lets it go and
+    /// tries once more (its generation advances at a save anyway); if that fails too, it
+    /// takes its generation back when it can, else it reads the newest state next.
+    private func saveToStores(_ saves: [StoreSave]) throws -> SaveOutcome {
+        let coordinator = try coordinator
+        let pinning = parentContext == nil && generationPin.isPinned
+        do {
+            return try coordinator.save(saves, pinning: pinning)
+        } catch let error as StrataError {
+            guard case .storage(let storageError) = error, storageError == .mapFull, let token = pinnedToken else { throw error }
+            generationPin = .newest   // the lease goes: its snapshot closes unless shared
+            do {
+                return try coordinator.save(saves, pinning: true)
+            } catch {
+                if let generation = try? coordinator.generation(for: token) { generationPin = .pinned(GenerationLease(generation)) }
+                throw error
+            }
+        }
+    }
+
+    /// The token of the generation the context holds, if it holds one (read without
+    /// keeping a reference to its lease).
+    private var pinnedToken: QueryGenerationToken? {
+        if case .pinned(let lease) = generationPin { return lease.generation.token }
+        return nil
     }
 
     /// A child's save: its changes, as values, applied to the parent's objects in the

@@ -2,7 +2,8 @@ import Foundation
 
 // A context's parent store: the coordinator for a root context, the parent context for a
 // child. Every read a graph makes goes through these, so a child sees its parent's
-// current state (unsaved changes included) and then the store, at every level.
+// current state (unsaved changes included) and then the store, at every level; and a
+// pinned root context reads its query generation's snapshots, never the row cache.
 extension ObjectGraph {
     /// Whether `id` may have a row upstream: a permanent ID always; a temporary one only
     /// in a child, whose parent may have inserted the object.
@@ -17,6 +18,7 @@ extension ObjectGraph {
         guard !id.isTemporaryID else { return nil }
         let coordinator = try coordinator
         guard coordinator.persistentStore(for: id) != nil else { return nil }
+        if let generation = try readGeneration() { return try coordinator.snapshot(of: id, in: generation) }
         return try coordinator.snapshot(of: id, staleness: batching.stalenessInterval)
     }
 
@@ -24,7 +26,9 @@ extension ObjectGraph {
     /// left out.
     func upstreamSnapshots(of ids: [ManagedObjectID]) throws -> [ManagedObjectID: ObjectSnapshot] {
         if let parent = parentContext { return try parent.rowsForChild(ids) }
-        return try coordinator.snapshots(of: ids.filter { !$0.isTemporaryID }, staleness: batching.stalenessInterval)
+        let permanent = ids.filter { !$0.isTemporaryID }
+        if let generation = try readGeneration() { return try coordinator.snapshots(of: permanent, in: generation) }
+        return try coordinator.snapshots(of: permanent, staleness: batching.stalenessInterval)
     }
 
     /// The destinations of `relationship` of `id` in the parent store.
@@ -33,13 +37,13 @@ extension ObjectGraph {
         guard !id.isTemporaryID else { return [] }
         let coordinator = try coordinator
         guard coordinator.persistentStore(for: id) != nil else { return [] }
-        return try coordinator.destinations(of: id, relationship: relationship)
+        return try coordinator.destinations(of: id, relationship: relationship, in: readGeneration())
     }
 
     /// The destinations of `relationship` of each of `owners` in the parent store.
     func upstreamDestinations(of owners: [ManagedObjectID], relationship: String) throws -> [ManagedObjectID: [ManagedObjectID]] {
         if let parent = parentContext { return try parent.destinationsForChild(of: owners, relationship: relationship) }
-        return try coordinator.destinations(of: owners.filter { !$0.isTemporaryID }, relationship: relationship)
+        return try coordinator.destinations(of: owners.filter { !$0.isTemporaryID }, relationship: relationship, in: readGeneration())
     }
 
     /// The rows `request` matches in the parent store: the stores' rows for a root
@@ -47,7 +51,7 @@ extension ObjectGraph {
     /// list, merged with the parent's unsaved changes, sorted and windowed).
     func upstreamFetch<Result>(_ request: FetchRequest<Result>) throws -> [FetchRows] {
         if let parent = parentContext { return try parent.fetchForChild(request) }
-        return try coordinator.fetch(request)
+        return try coordinator.fetch(request, in: readGeneration())
     }
 
     /// How many lists ``upstreamFetch(_:)`` returns for the entity: a child's parent

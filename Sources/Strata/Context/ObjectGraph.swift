@@ -112,6 +112,14 @@ final class ObjectGraph: ManagedObjectOwner {
     private var event = ChangeEvent()
     /// Batched faults and the staleness interval (ObjectGraph+Batching.swift).
     var batching = FaultBatching()
+    /// The query generation a root context reads (ObjectGraph+Generation.swift). When it
+    /// changes, rows kept for faults were read in another state: they go, and faults
+    /// read the new one.
+    var generationPin = GenerationPin.unpinned {
+        didSet { batching.fetchedRows = [:] }
+    }
+    /// Generations that outlived the age policy since the context last announced them.
+    var expiredGenerations: [ExpiredGeneration] = []
 
     private struct Registration {
         weak var weakObject: ManagedObject?

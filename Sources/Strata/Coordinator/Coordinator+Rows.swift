@@ -51,10 +51,10 @@ extension PersistentStoreCoordinator {
     }
 
     /// The stored destinations of `relationship` (to-many) of every object in `ids`, in
-    /// one read transaction per store. Temporary IDs and IDs of stores not added are
+    /// one read transaction per store (or in `generation`'s snapshots). Temporary IDs and IDs of stores not added are
     /// missing from the result.
     nonisolated func destinations(
-        of ids: some Sequence<ManagedObjectID>, relationship: String
+        of ids: some Sequence<ManagedObjectID>, relationship: String, in generation: QueryGeneration? = nil
     ) throws -> [ManagedObjectID: [ManagedObjectID]] {
         var byStore: [UUID: [ManagedObjectID]] = [:]
         for id in ids {
@@ -63,8 +63,9 @@ extension PersistentStoreCoordinator {
         var found: [ManagedObjectID: [ManagedObjectID]] = [:]
         for (identifier, owners) in byStore {
             guard let store = persistentStores.first(where: { $0.identifier == identifier }) else { continue }
-            countRead()
-            let links = try store.file.readDestinations(of: owners, relationship: relationship)
+            let snapshot = try generation?.snapshot(of: store)
+            if snapshot == nil { countRead() }
+            let links = try store.file.readDestinations(of: owners, relationship: relationship, in: snapshot)
             found.merge(links) { $1 }
         }
         return found
@@ -120,33 +121,32 @@ extension PersistentStoreCoordinator {
 // bodies crashes the 6.3.1 optimiser in release builds ("Cannot initialize a nonCopyable
 // type with a guaranteed value", EarlyPerfInliner), so the reader is made here directly.
 extension StoreFile {
-    /// The rows of `ids` that exist, read in one transaction.
-    func readSnapshots(of ids: [ManagedObjectID]) throws -> [ObjectSnapshot] {
-        try StoreFile.translatingStorageErrors {
-            try environment.read { txn in
-                try withUnsafePointer(to: txn) { transaction in
-                    let reader = StoreReader(store: self, transaction: transaction)
-                    var rows: [ObjectSnapshot] = []
-                    rows.reserveCapacity(ids.count)
-                    for id in ids {
-                        if let row = try reader.snapshot(of: id) { rows.append(row) }
-                    }
-                    return rows
+    /// The rows of `ids` that exist, read in one transaction (or in `snapshot`).
+    func readSnapshots(of ids: [ManagedObjectID], in snapshot: ReadSnapshot? = nil) throws -> [ObjectSnapshot] {
+        try withReadTransaction(in: snapshot) { txn in
+            try withUnsafePointer(to: txn) { transaction in
+                let reader = StoreReader(store: self, transaction: transaction)
+                var rows: [ObjectSnapshot] = []
+                rows.reserveCapacity(ids.count)
+                for id in ids {
+                    if let row = try reader.snapshot(of: id) { rows.append(row) }
                 }
+                return rows
             }
         }
     }
 
-    /// The destinations of `relationship` of each of `owners`, read in one transaction.
-    func readDestinations(of owners: [ManagedObjectID], relationship: String) throws -> [ManagedObjectID: [ManagedObjectID]] {
-        try StoreFile.translatingStorageErrors {
-            try environment.read { txn in
-                try withUnsafePointer(to: txn) { transaction in
-                    let reader = StoreReader(store: self, transaction: transaction)
-                    var links: [ManagedObjectID: [ManagedObjectID]] = [:]
-                    for owner in owners { links[owner] = try reader.destinations(of: owner, relationship: relationship) }
-                    return links
-                }
+    /// The destinations of `relationship` of each of `owners`, read in one transaction
+    /// (or in `snapshot`).
+    func readDestinations(
+        of owners: [ManagedObjectID], relationship: String, in snapshot: ReadSnapshot? = nil
+    ) throws -> [ManagedObjectID: [ManagedObjectID]] {
+        try withReadTransaction(in: snapshot) { txn in
+            try withUnsafePointer(to: txn) { transaction in
+                let reader = StoreReader(store: self, transaction: transaction)
+                var links: [ManagedObjectID: [ManagedObjectID]] = [:]
+                for owner in owners { links[owner] = try reader.destinations(of: owner, relationship: relationship) }
+                return links
             }
         }
     }

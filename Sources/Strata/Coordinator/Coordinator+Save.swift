@@ -20,6 +20,11 @@ struct SaveOutcome: Sendable {
     var permanentIDs: [ManagedObjectID: ManagedObjectID] = [:]
     /// The new row version of every inserted and updated object (by permanent ID).
     var versions: [ManagedObjectID: UInt64] = [:]
+    /// The state right after the commit (every store's last transaction id then).
+    var token = QueryGenerationToken.current
+    /// A generation of that state, taken right after the commit for a pinned saver; nil
+    /// when not asked for, or when no reader slot was free.
+    var generation: QueryGeneration?
 }
 
 extension PersistentStoreCoordinator {
@@ -32,9 +37,14 @@ extension PersistentStoreCoordinator {
     /// an earlier store committed and a later one not: LMDB has no transaction across
     /// environments.
     ///
+    /// The outcome names the state right after the commit (its query generation token),
+    /// read on the write queue before any other save of this process can commit. With
+    /// `pinning`, it also holds a generation of that state (for a pinned saver, and so
+    /// that observers of the save can pin it).
+    ///
     /// - Throws: ``StrataError/mergeConflicts(_:)`` with every conflict of the first
     ///   store that has any; ``StrataError/readOnlyStore(_:)``; the store's errors.
-    nonisolated func save(_ saves: [StoreSave]) throws -> SaveOutcome {
+    nonisolated func save(_ saves: [StoreSave], pinning: Bool = false) throws -> SaveOutcome {
         for save in saves where save.store.options.readOnly {
             throw StrataError.readOnlyStore(save.store.description)
         }
@@ -46,6 +56,12 @@ extension PersistentStoreCoordinator {
             let outcome = try writeQueue.sync {
                 var outcome = SaveOutcome()
                 try write(saves[...], into: &outcome)
+                outcome.token = newestToken()
+                // After the commit, so a full reader table costs the pin, never the save.
+                if pinning, let generation = try? newestGeneration() {
+                    outcome.generation = generation
+                    outcome.token = generation.token
+                }
                 return outcome
             }
             cacheSavedRows(saves, outcome: outcome)

@@ -32,6 +32,10 @@ public actor PersistentStoreCoordinator {
     /// The root contexts that merge this coordinator's saves by themselves
     /// (`automaticallyMergesChangesFromParent`), held weakly.
     nonisolated let mergingContexts = WeakContexts()
+    /// The open query generations, shared by the contexts pinned to them.
+    nonisolated let generations = QueryGenerationRegistry()
+    /// What happens to a context whose query generation grew old.
+    nonisolated let generationAgePolicy = LockedValue(QueryGenerationAgePolicy.unlimited)
 
     /// The coordinator's isolated methods (adding and removing stores) run on its own
     /// queue, so that opening a store (file I/O) never blocks Swift's cooperative pool.
@@ -153,21 +157,27 @@ public actor PersistentStoreCoordinator {
         return try store.file.read { reader in try reader.snapshot(of: id) }
     }
 
-    /// The stored destinations of a to-many relationship of `id`.
-    nonisolated func destinations(of id: ManagedObjectID, relationship: String) throws -> [ManagedObjectID] {
+    /// The stored destinations of a to-many relationship of `id`: in a fresh read
+    /// transaction, or in `generation`'s snapshot.
+    nonisolated func destinations(
+        of id: ManagedObjectID, relationship: String, in generation: QueryGeneration? = nil
+    ) throws -> [ManagedObjectID] {
         let store = try store(of: id)
-        countRead()
-        return try store.file.read { reader in try reader.destinations(of: id, relationship: relationship) }
+        let snapshot = try generation?.snapshot(of: store)
+        if snapshot == nil { countRead() }
+        return try store.file.read(in: snapshot) { reader in try reader.destinations(of: id, relationship: relationship) }
     }
 
-    /// Runs `request` on every store that holds its entity, each in one read transaction.
+    /// Runs `request` on every store that holds its entity, each in one read transaction
+    /// (or in `generation`'s snapshot of the store).
     ///
     /// - Returns: each store's rows, in the request's order within the store.
-    nonisolated func fetch<Result>(_ request: FetchRequest<Result>) throws -> [FetchRows] {
+    nonisolated func fetch<Result>(_ request: FetchRequest<Result>, in generation: QueryGeneration? = nil) throws -> [FetchRows] {
         let plan = try FetchPlanner.plan(request, in: managedObjectModel)
         return try stores(for: request.entityName, includesSubentities: request.includesSubentities).map { store in
-            countRead()
-            return try store.file.read { reader in try reader.execute(plan) }
+            let snapshot = try generation?.snapshot(of: store)
+            if snapshot == nil { countRead() }
+            return try store.file.read(in: snapshot) { reader in try reader.execute(plan) }
         }
     }
 

@@ -56,6 +56,16 @@ public enum StrataError: Error, Sendable, Hashable, CustomStringConvertible {
     /// other, and neither can run the other's work safely): the waiting call fails
     /// instead of hanging. The string names the contexts involved.
     case wouldDeadlock(String)
+    /// The query generation a token names cannot be pinned: no context holds its
+    /// snapshot any more, and its stores have committed since (or one is not added), so
+    /// that state is gone. Pin ``QueryGenerationToken/current`` instead.
+    case queryGenerationUnavailable(QueryGenerationToken)
+    /// The context's query generation is older than the coordinator's
+    /// ``PersistentStoreCoordinator/queryGenerationAgePolicy`` allows
+    /// (``QueryGenerationAgePolicy/fail(after:)``): the read did not happen. Advance the
+    /// context (``ManagedObjectContext/setQueryGenerationFrom(_:)``, a save, a merge or a
+    /// reset) to read again.
+    case queryGenerationExpired(QueryGenerationToken, age: Duration, maximumAge: Duration)
 
     /// A sentence describing the error.
     public var description: String {
@@ -98,6 +108,10 @@ public enum StrataError: Error, Sendable, Hashable, CustomStringConvertible {
             "the context cannot be configured that way: \(reason)"
         case .wouldDeadlock(let cycle):
             "waiting would deadlock: \(cycle)"
+        case .queryGenerationUnavailable(let token):
+            "the query generation \(token) is no longer available: no context is pinned to it and its store has committed since; pin .current instead"
+        case .queryGenerationExpired(let token, let age, let maximumAge):
+            "the context's query generation \(token) is \(age) old, older than the maximum age of \(maximumAge) (queryGenerationAgePolicy); advance it with setQueryGenerationFrom, save, merge or reset"
         }
     }
 }

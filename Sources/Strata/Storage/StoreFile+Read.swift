@@ -2,7 +2,11 @@ import StrataLMDB
 
 extension StoreFile {
     /// Runs `body` with a reader over one read transaction: a consistent snapshot of the
-    /// last commit (DESIGN.md: readers never wait for the writer).
+    /// last commit (DESIGN.md: readers never wait for the writer); or, given `snapshot`
+    /// (a pinned read transaction of this store's environment: a query generation,
+    /// DESIGN.md "Query generations"), over that snapshot's transaction.
+    ///
+    /// `snapshot` serialises its users: a call on another thread waits for this one.
     ///
     /// - Throws: ``StrataError/storage(_:)`` for an LMDB failure, the reader's
     ///   ``StrataError``s, or what `body` throws.
@@ -10,28 +14,21 @@ extension StoreFile {
     // optimiser in release builds ("Abort: function forwardToInit", while inlining the
     // closure that builds the noncopyable reader). The bodies themselves are optimised.
     @_optimize(none)
-    func read<R>(_ body: (borrowing StoreReader<ReadTransaction>) throws -> R) throws -> R {
-        try StoreFile.translatingStorageErrors {
-            try environment.read { txn in
-                try withUnsafePointer(to: txn) { transaction in
-                    try body(StoreReader(store: self, transaction: transaction))
-                }
+    func read<R>(in snapshot: ReadSnapshot? = nil, _ body: (borrowing StoreReader<ReadTransaction>) throws -> R) throws -> R {
+        try withReadTransaction(in: snapshot) { txn in
+            try withUnsafePointer(to: txn) { transaction in
+                try body(StoreReader(store: self, transaction: transaction))
             }
         }
     }
 
-    /// Runs `body` with a reader over `snapshot`, a pinned read transaction of this
-    /// store's environment (a query generation, DESIGN.md "Query generations").
-    ///
-    /// `snapshot` serialises its users: a call on another thread waits for this one.
-    func read<R>(in snapshot: ReadSnapshot, _ body: (borrowing StoreReader<ReadTransaction>) throws -> R) throws -> R {
-        precondition(snapshot.environment === environment, "the snapshot belongs to another store")
-        return try StoreFile.translatingStorageErrors {
-            try snapshot.read { txn in
-                try withUnsafePointer(to: txn) { transaction in
-                    try body(StoreReader(store: self, transaction: transaction))
-                }
-            }
+    /// Runs `body` in a fresh read transaction, or in `snapshot`'s; LMDB errors become
+    /// ``StrataError/storage(_:)``.
+    func withReadTransaction<R>(in snapshot: ReadSnapshot?, _ body: (borrowing ReadTransaction) throws -> R) throws -> R {
+        try StoreFile.translatingStorageErrors {
+            guard let snapshot else { return try environment.read(body) }
+            precondition(snapshot.environment === environment, "the snapshot belongs to another store")
+            return try snapshot.read(body)
         }
     }
 }

@@ -6,7 +6,7 @@ import StrataLMDB
 ///
 /// The coordinator drives it through two closure-scoped entry points:
 /// ``write(_:)`` lends a ``StoreWriter`` for one LMDB write transaction, and
-/// ``read(_:)`` (or ``read(in:_:)`` for a pinned ``ReadSnapshot``) lends a
+/// ``read(in:_:)`` (in a fresh transaction, or a pinned ``ReadSnapshot``) lends a
 /// ``StoreReader`` for one read transaction.
 ///
 /// ## Databases

@@ -1,0 +1,130 @@
+import Foundation
+import StrataLMDB
+
+/// One open query generation: a pinned LMDB read snapshot of each store, shared by every
+/// context pinned to it and reference counted (DESIGN.md "Query generations").
+///
+/// The snapshots' read transactions end when the last reference goes: the
+/// ``GenerationLease``s of the contexts pinned to it, and the saves and merges passing it
+/// on. The coordinator's ``QueryGenerationRegistry`` holds it weakly, to share it.
+final class QueryGeneration: Sendable {
+    /// The state it names.
+    let token: QueryGenerationToken
+    /// When it was taken.
+    let createdAt: ContinuousClock.Instant
+    /// The snapshot of each store it was taken of, by store identifier.
+    private let snapshots: [UUID: ReadSnapshot]
+    /// Snapshots of stores added after it was taken, made at their first read.
+    private let lateSnapshots = LockedValue<[UUID: ReadSnapshot]>([:])
+    /// The contexts pinned to it now.
+    private let leaseCount = LockedValue(0)
+    /// The registry that shares it, told when it goes.
+    private let registry: QueryGenerationRegistry
+
+    /// A generation over `snapshots`, named by their transaction ids.
+    init(snapshots: [UUID: ReadSnapshot], registry: QueryGenerationRegistry) {
+        self.snapshots = snapshots
+        self.registry = registry
+        token = QueryGenerationToken(transactions: snapshots.mapValues(\.transactionID))
+        createdAt = .now
+    }
+
+    deinit {
+        registry.remove(token, identity: ObjectIdentifier(self))
+    }
+
+    /// How long it has been open.
+    var age: Duration { ContinuousClock.now - createdAt }
+
+    /// The contexts pinned to it now.
+    var leases: Int { leaseCount.withLock { $0 } }
+
+    /// Counts a context pinned to it (``GenerationLease``).
+    func lease(_ delta: Int) {
+        leaseCount.withLock { $0 += delta }
+    }
+
+    /// The snapshot `store` is read in: the one taken with the generation, or for a store
+    /// added since (or removed and added again), one made at the first read of it.
+    ///
+    /// - Throws: ``StrataError/storage(_:)`` (``StrataLMDB/LMDBError/readersFull`` when
+    ///   no reader slot is free).
+    func snapshot(of store: PersistentStore) throws(StrataError) -> ReadSnapshot {
+        let environment = store.file.environment
+        if let snapshot = snapshots[store.identifier], snapshot.environment === environment { return snapshot }
+        return try lateSnapshots.withLock { (late: inout [UUID: ReadSnapshot]) throws(StrataError) -> ReadSnapshot in
+            if let snapshot = late[store.identifier], snapshot.environment === environment { return snapshot }
+            let snapshot = try StoreFile.storage { try environment.makeSnapshot() }
+            late[store.identifier] = snapshot
+            return snapshot
+        }
+    }
+}
+
+/// A context's hold on a ``QueryGeneration``: counted while it lives, so the coordinator
+/// can report how many contexts are pinned.
+final class GenerationLease: Sendable {
+    /// The generation held.
+    let generation: QueryGeneration
+
+    init(_ generation: QueryGeneration) {
+        self.generation = generation
+        generation.lease(1)
+    }
+
+    deinit {
+        generation.lease(-1)
+    }
+}
+
+/// The open query generations of a coordinator, held weakly and found by token, so that
+/// contexts asking for the same state share one snapshot per store.
+final class QueryGenerationRegistry: Sendable {
+    /// A weak reference to one generation.
+    // @unchecked Sendable because `generation` is only read and written with the
+    // registry's lock held (and weak references are safe against the object's deinit).
+    private final class Entry: @unchecked Sendable {
+        weak var generation: QueryGeneration?
+        /// Which generation it was, compared without loading the weak reference.
+        let identity: ObjectIdentifier
+
+        init(_ generation: QueryGeneration) {
+            self.generation = generation
+            identity = ObjectIdentifier(generation)
+        }
+    }
+
+    private let entries = LockedValue<[QueryGenerationToken: Entry]>([:])
+
+    /// The open generation named `token`, if any.
+    func generation(named token: QueryGenerationToken) -> QueryGeneration? {
+        entries.withLock { entries in entries[token]?.generation }
+    }
+
+    /// Registers `generation`, or returns the open one of the same name (taken by another
+    /// context meanwhile), dropping `generation`.
+    func register(_ generation: QueryGeneration) -> QueryGeneration {
+        entries.withLock { entries in
+            if let open = entries[generation.token]?.generation { return open }
+            entries[generation.token] = Entry(generation)
+            return generation
+        }
+    }
+
+    /// Forgets `token`'s entry if it is the generation `identity` (called from its
+    /// deinit; a new generation of the same name may have replaced it). The weak
+    /// reference is not loaded here: a strong reference released under the lock could
+    /// run another generation's deinit, and so this method, inside the lock.
+    func remove(_ token: QueryGenerationToken, identity: ObjectIdentifier) {
+        let removed = entries.withLock { entries -> Entry? in
+            guard entries[token]?.identity == identity else { return nil }
+            return entries.removeValue(forKey: token)
+        }
+        _ = removed   // released outside the lock
+    }
+
+    /// The generations open now.
+    var open: [QueryGeneration] {
+        entries.withLock { entries in entries.values.compactMap(\.generation) }
+    }
+}
