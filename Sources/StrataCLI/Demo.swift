@@ -7,8 +7,9 @@ import Synchronization
 ///
 /// It saves folders and notes in a background context, fetches them in the viewContext
 /// with a predicate and a sort, shows `perform` against `performAndWait`, unsaved
-/// changes in fetches, `rollback()`, a cascade delete and several background contexts
-/// saving at once, then summarises the LMDB store underneath. It starts by deleting
+/// changes in fetches, `rollback()`, a cascade delete, parent and child contexts, several
+/// background contexts saving at once and a report pinned to a query generation, then
+/// summarises the LMDB store underneath. It starts by deleting
 /// what an earlier run left, so running it again tells the same story.
 /// (`strata demo --lmdb` is the walkthrough of the LMDB layer alone: ``LMDBDemo``.)
 struct Demo: Sendable {
@@ -40,6 +41,8 @@ struct Demo: Sendable {
         var childSave = ChildSaveOutcome()
         /// Each folder saved by the concurrent background contexts: `"Batch 1: 5 notes"`.
         var batches: [String] = []
+        /// What the query-generation step saw.
+        var generations = GenerationOutcome()
         /// Folders and notes in the store at the end.
         var folders = 0, notes = 0
         /// The store summary at the end (nil when the container was still in memory).
@@ -56,21 +59,21 @@ struct Demo: Sendable {
         outcome.createdStore = try FileSystem.checkDemoStorePath(path)
         let coordinator = try await walkThrough(into: &outcome)
         say("")
-        say("9. The LMDB store underneath (what `strata stat \(path)` prints): one database per entity,")
-        say("   one per index and per to-many relationship, metadata and history")
+        say("10. The LMDB store underneath (what `strata stat \(path)` prints): one database per entity,")
+        say("    one per index and per to-many relationship, metadata and history")
         if coordinator.released {
             let report = try StoreReport.load(path: path)
-            for line in report.text().split(separator: "\n", omittingEmptySubsequences: false) { say("   " + line) }
+            for line in report.text().split(separator: "\n", omittingEmptySubsequences: false) { say("    " + line) }
             outcome.report = report
         } else {
-            say("   (skipped: the container is still open, and LMDB allows one environment per store per process)")
+            say("    (skipped: the container is still open, and LMDB allows one environment per store per process)")
         }
         say("")
         say("Done. Run the demo again: it starts by deleting what this run saved. Remove \(path) to clean up.")
         return outcome
     }
 
-    /// Steps 1 to 7, on a container that is gone when this returns; returns a weak
+    /// Steps 1 to 9, on a container that is gone when this returns; returns a weak
     /// reference to its coordinator to check that.
     private func walkThrough(into outcome: inout Outcome) async throws -> WeakCoordinator {
         let container = try PersistentContainer(name: "Demo", types: [Folder.self, Note.self])
@@ -89,6 +92,8 @@ struct Demo: Sendable {
         outcome.cascadeDeleted = try await showCascadeDelete(container)
         outcome.childSave = try await showChildContexts(container)
         (outcome.batches, outcome.folders, outcome.notes) = try await saveConcurrently(container)
+        outcome.generations = try await showQueryGenerations(container)
+        outcome.notes = outcome.generations.countAfterAdvance
         return WeakCoordinator(coordinator: container.persistentStoreCoordinator)
     }
 

@@ -44,6 +44,10 @@ struct StoreReport: Codable, Equatable, Sendable {
     var readers: [Reader]
     /// The number of live reader slots holding a transaction.
     var readersInTransaction: Int
+    /// How many commits behind the last one the oldest reader's snapshot is (0 when no
+    /// reader is behind). While it reads, LMDB cannot reuse the pages those commits
+    /// freed, so the file grows: a long-lived Strata query generation is such a reader.
+    var oldestReaderLag: Int
 }
 
 extension StoreReport {
@@ -71,6 +75,7 @@ extension StoreReport {
             databases.append(DatabaseSummary(name: name, entries: statistics.entries, pages: pages))
         }
         let readers = environment.readers().map { Reader(processID: $0.processID, transactionID: $0.transactionID) }
+        let oldest = readers.compactMap(\.transactionID).min()
         self.init(
             path: environment.path,
             lmdbVersion: "\(version.major).\(version.minor).\(version.patch)",
@@ -82,7 +87,8 @@ extension StoreReport {
             readerSlotsEverUsed: info.readerSlotsUsed,
             databases: databases,
             readers: readers,
-            readersInTransaction: readers.filter { $0.transactionID != nil }.count)
+            readersInTransaction: readers.filter { $0.transactionID != nil }.count,
+            oldestReaderLag: oldest.map { max(0, info.lastTransactionID - $0) } ?? 0)
     }
 
     /// The report as aligned, human-readable lines.
@@ -109,7 +115,12 @@ extension StoreReport {
         }
         lines.append(row("Readers", "\(readers.count) live slot(s), \(readersInTransaction) in a transaction"))
         for reader in readers {
-            lines.append("  pid \(reader.processID)  " + (reader.transactionID.map { "at transaction \($0)" } ?? "no transaction"))
+            let behind = reader.transactionID.map { max(0, lastTransactionID - $0) } ?? 0
+            let lag = behind == 0 ? "" : ", \(behind) commit(s) behind"
+            lines.append("  pid \(reader.processID)  " + (reader.transactionID.map { "at transaction \($0)\(lag)" } ?? "no transaction"))
+        }
+        if oldestReaderLag > 0 {
+            lines.append(row("Oldest reader", "\(oldestReaderLag) commit(s) behind: the pages those commits freed cannot be reused until it ends (a pinned query generation is such a reader)"))
         }
         return lines.joined(separator: "\n")
     }

@@ -50,7 +50,9 @@ struct DemoTests {
             #expect(outcome.cascadeDeleted == 4)
             #expect(outcome.batches == (1...Demo.batches).map { "Batch \($0): \(Demo.notesPerBatch) notes" })
             #expect(outcome.folders == 1 + Demo.batches)
-            #expect(outcome.notes == 4 + Demo.batches * Demo.notesPerBatch)
+            #expect(outcome.notes == 4 + Demo.batches * Demo.notesPerBatch + 1)
+            #expect(outcome.generations == GenerationOutcome(
+                pinnedCount: 24, storeCount: 25, countWhilePinned: 24, openGenerations: 1, lag: 1, countAfterAdvance: 25))
             #expect(outcome.childSave == ChildSaveOutcome(
                 viewChanges: ["inserted 1", "updated 1"], storedBefore: ["Buy milk"], storedAfter: ["Buy oat milk", "Plan the trip"],
                 editorID: "permanent"))
@@ -65,13 +67,15 @@ struct DemoTests {
             #expect(narration.contains("rollback() (hasChanges true -> false)"))
             #expect(narration.contains("4 objects deleted: the folder and its notes Book flights, Draft talk, Review PR."))
             #expect(narration.contains("     Batch 4: 5 notes\n   The store now holds 5 folders and 24 notes."))
-            #expect(narration.contains("rows:Note           24 entries"))
+            #expect(narration.contains("the store holds\n   25 notes, and the report still counts 24."))
+            #expect(narration.contains("setQueryGenerationFrom(.current) advances the report: it counts 25."))
+            #expect(narration.contains("rows:Note           25 entries"))
         }
         #expect(firstLines.contains("   Created a new store."))
-        #expect(secondLines.contains("   Opened the existing store; deleted the 29 objects an earlier run left, to start afresh."))
+        #expect(secondLines.contains("   Opened the existing store; deleted the 30 objects an earlier run left, to start afresh."))
         // The demo closed its store: stat can open it.
         let report = try StoreReport.load(path: path)
-        #expect(report.databases.first { $0.name == "rows:Note" }?.entries == 24)
+        #expect(report.databases.first { $0.name == "rows:Note" }?.entries == 25)
     }
 
     @Test("the LMDB walkthrough (--lmdb) runs twice on the same store; the snapshot keeps the old value")

@@ -80,6 +80,24 @@ struct StatTests {
         #expect(report.readers == [.init(processID: getpid(), transactionID: snapshot.transactionID)])
         #expect(report.readersInTransaction == 1)
         #expect(report.text().contains("1 live slot(s), 1 in a transaction"))
+        #expect(report.oldestReaderLag == 0 && !report.text().contains("Oldest reader"))
+        withExtendedLifetime(snapshot) {}
+    }
+
+    @Test("says how many commits behind a pinned snapshot is, and what it costs")
+    func readerLag() throws {
+        let directory = TemporaryDirectory()
+        let environment = try Environment(path: directory.appending("store.strata"))
+        let database = try environment.openDatabase(named: "alpha", flags: .create)
+        let snapshot = try environment.makeSnapshot()
+        for value in 0..<3 as Range<UInt8> {
+            try environment.write { txn in try txn.put([value], forKey: [value], in: database) }
+        }
+        let report = try StoreReport(environment: environment)
+        #expect(report.oldestReaderLag == 3)
+        #expect(report.text().contains("at transaction \(snapshot.transactionID), 3 commit(s) behind"))
+        #expect(report.text().contains("Oldest reader 3 commit(s) behind"))
+        #expect(try report.json().contains("\"oldestReaderLag\" : 3"))
         withExtendedLifetime(snapshot) {}
     }
 
