@@ -397,6 +397,85 @@ struct QueryGenerationTests {
     }
 }
 
+extension QueryGenerationTests {
+    @Test("a pinned root context that merges automatically advances to each merged save's state")
+    func automaticMergesAdvance() async throws {
+        let coordinator = try await ContextReference.inMemory()
+        try await Self.insert("a", on: coordinator)
+        let viewer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "viewer")
+        let merges = viewer.notifications(of: [.didMergeChanges])
+        try await viewer.perform { viewer in
+            viewer.automaticallyMergesChangesFromParent = true
+            try viewer.setQueryGenerationFrom(.current)
+            _ = try viewer.count(for: FetchRequest<Note>())
+        }
+        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
+        let saves = writer.notifications(of: [.didSave])
+        try await writer.perform { writer in
+            let note = Note()
+            note.title = "b"
+            try writer.insert(note)
+            try writer.save()
+        }
+        var saveIterator = saves.makeAsyncIterator()
+        let savedToken = try #require(await saveIterator.next()?.queryGenerationToken)
+        var mergeIterator = merges.makeAsyncIterator()
+        let merged = try #require(await mergeIterator.next())
+        #expect(merged.queryGenerationToken == savedToken)
+        #expect(await viewer.perform { $0.queryGenerationToken } == savedToken)
+        #expect(try await Self.titles(in: viewer) == ["a", "b"])
+    }
+
+    @Test("a generation covers every store: each is read in its own snapshot, and a store added after the pin is pinned at its first read")
+    func severalStores() async throws {
+        let model = try CoordinatorStoreTests.configuredModel()
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        try await coordinator.addPersistentStore(type: .inMemory, configuration: "Notes", options: CoordinatorStoreTests.options)
+        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
+        try await writer.perform { writer in
+            let note = Note()
+            note.title = "a"
+            try writer.insert(note)
+            try writer.save()
+        }
+        let reader = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "reader")
+        let token = try await reader.perform { reader in
+            try reader.setQueryGenerationFrom(.current)
+            _ = try reader.count(for: FetchRequest<Note>())
+            return reader.queryGenerationToken
+        }
+        let media = try await coordinator.addPersistentStore(type: .inMemory, configuration: "Media", options: CoordinatorStoreTests.options)
+        #expect(token?.transactionID(in: media) == nil)
+        func save(_ title: String) async throws {
+            try await writer.perform { writer in
+                let note = Note()
+                note.title = title
+                try writer.insert(note)
+                let playlist = Playlist()
+                playlist.name = title
+                try writer.insert(playlist)
+                try writer.save()
+            }
+        }
+        try await save("b")
+        let counts = try await reader.perform { reader in
+            (try reader.count(for: FetchRequest<Note>()), try reader.count(for: FetchRequest<Playlist>()))
+        }
+        #expect(counts == (1, 1))   // Notes as pinned; Media pinned now, at its first read
+        try await save("c")
+        let later = try await reader.perform { reader in
+            (try reader.count(for: FetchRequest<Note>()), try reader.count(for: FetchRequest<Playlist>()), reader.queryGenerationToken)
+        }
+        #expect(later.0 == 1 && later.1 == 1 && later.2 == token)
+        #expect(try Self.liveReaderCount(coordinator) == 2)
+    }
+
+    /// Reader slots holding a transaction, over every store.
+    static func liveReaderCount(_ coordinator: PersistentStoreCoordinator) throws -> Int {
+        coordinator.queryGenerationStatistics.stores.reduce(0) { $0 + $1.readerSlotsInUse }
+    }
+}
+
 /// The ``StrataError`` `body` throws, or nil when it throws nothing (or another error).
 /// For checks inside a context's block, where `#expect(throws:)`'s closure would leave the
 /// context's isolation.
