@@ -16,6 +16,19 @@ struct QueryGenerationTests {
         try await context.perform { context in try context.count(for: FetchRequest<Note>()) }
     }
 
+    /// Inserts a note titled `title` in `context` and saves; the didSave notification.
+    static func saveNote(_ title: String, in context: ManagedObjectContext) async throws -> ContextNotification {
+        let saves = context.notifications(of: [.didSave])
+        try await context.perform { context in
+            let note = Note()
+            note.title = title
+            try context.insert(note)
+            try context.save()
+        }
+        var iterator = saves.makeAsyncIterator()
+        return try #require(await iterator.next())
+    }
+
     /// Inserts a note titled `title` through a context of its own.
     static func insert(_ title: String, on coordinator: PersistentStoreCoordinator) async throws {
         _ = try await ContextReference.saveNotes([(title, 1)], on: coordinator)
@@ -268,15 +281,7 @@ struct QueryGenerationTests {
 
         // Merge: to the state the notification names.
         let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
-        let saves = writer.notifications(of: [.didSave])
-        try await writer.perform { writer in
-            let note = Note()
-            note.title = "b"
-            try writer.insert(note)
-            try writer.save()
-        }
-        var iterator = saves.makeAsyncIterator()
-        let saved = try #require(await iterator.next())
+        let saved = try await Self.saveNote("b", in: writer)
         let savedToken = try #require(saved.queryGenerationToken)
         #expect(try await Self.titles(in: context) == ["a"])
         let merged = context.notifications(of: [.didMergeChanges])
@@ -345,15 +350,7 @@ struct QueryGenerationTests {
         let coordinator = try await ContextReference.inMemory()
         let saver = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "saver")
         try await saver.perform { try $0.setQueryGenerationFrom(.current) }
-        let saves = saver.notifications(of: [.didSave])
-        try await saver.perform { saver in
-            let note = Note()
-            note.title = "a"
-            try saver.insert(note)
-            try saver.save()
-        }
-        var iterator = saves.makeAsyncIterator()
-        let token = try #require(await iterator.next()?.queryGenerationToken)
+        let token = try #require(try await Self.saveNote("a", in: saver).queryGenerationToken)
         try await Self.insert("b", on: coordinator)
         try await Self.insert("c", on: coordinator)
         let observer = ManagedObjectContext(.mainQueue, coordinator: coordinator, name: "observer")
@@ -410,15 +407,7 @@ extension QueryGenerationTests {
             _ = try viewer.count(for: FetchRequest<Note>())
         }
         let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
-        let saves = writer.notifications(of: [.didSave])
-        try await writer.perform { writer in
-            let note = Note()
-            note.title = "b"
-            try writer.insert(note)
-            try writer.save()
-        }
-        var saveIterator = saves.makeAsyncIterator()
-        let savedToken = try #require(await saveIterator.next()?.queryGenerationToken)
+        let savedToken = try #require(try await Self.saveNote("b", in: writer).queryGenerationToken)
         var mergeIterator = merges.makeAsyncIterator()
         let merged = try #require(await mergeIterator.next())
         #expect(merged.queryGenerationToken == savedToken)
