@@ -327,6 +327,12 @@ struct QueryGenerationTests {
             received.withLock { $0 = token }
         }
         defer { center.removeObserver(observation) }
+        let merger = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "merger")
+        let before = try await merger.perform { merger in
+            try merger.setQueryGenerationFrom(.current)
+            _ = try merger.count(for: FetchRequest<Note>())
+            return merger.queryGenerationToken
+        }
         try await saver.perform { saver in
             let note = Note()
             note.title = "a"
@@ -338,6 +344,14 @@ struct QueryGenerationTests {
         try await observer.perform { try $0.setQueryGenerationFrom(token) }
         try await Self.insert("b", on: coordinator)
         #expect(try await Self.titles(in: observer) == ["a"])
+        // A context pinned before the save, merging the NotificationCenter notification after a later commit, advances to its token (held by the observer), not to the newest.
+        let posted = Notification(
+            name: ManagedObjectContext.didSaveObjectIDsNotification, object: nil,
+            userInfo: [NSManagedObjectContextQueryGenerationKey: token])
+        #expect(before != token)
+        try await merger.perform { try $0.mergeChanges(fromContextDidSave: posted) }
+        #expect(await merger.perform { $0.queryGenerationToken } == token)
+        try await merger.perform { try $0.setQueryGenerationFrom(nil) }
 
         // Once no context holds it and a later save committed, it is gone.
         try await observer.perform { try $0.setQueryGenerationFrom(nil) }

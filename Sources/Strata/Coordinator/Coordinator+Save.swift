@@ -56,11 +56,12 @@ extension PersistentStoreCoordinator {
             let outcome = try writeQueue.sync {
                 var outcome = SaveOutcome()
                 try write(saves[...], into: &outcome)
-                outcome.token = newestToken()
                 // After the commit, so a full reader table costs the pin, never the save.
                 if pinning, let generation = try? newestGeneration() {
                     outcome.generation = generation
                     outcome.token = generation.token
+                } else {
+                    outcome.token = newestToken()
                 }
                 return outcome
             }
