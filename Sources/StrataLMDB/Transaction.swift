@@ -170,6 +170,41 @@ public struct WriteTransaction: ~Copyable, ReadableTransaction {
         if rc != MDB_SUCCESS { throw failure(rc, "emptying \(database)") }
     }
 
+    /// Runs `body` in a nested transaction of this one (`mdb_txn_begin` with this
+    /// transaction as its parent): when `body` returns, its writes join this transaction;
+    /// when it throws, they are undone and this transaction goes on as if `body` had
+    /// never run.
+    ///
+    /// Use only the nested transaction inside `body`: LMDB forbids using a parent while
+    /// its child is open. Nothing is durable until the outermost transaction commits.
+    /// A full map inside `body` still makes ``Environment/write(_:)`` grow the map and
+    /// run its whole body again, whatever `body` did with the error.
+    ///
+    /// - Throws: what `body` throws; ``LMDBError/mapFull`` when `body` hit a full map
+    ///   and returned anyway; LMDB's errors from beginning or committing the child.
+    public func nested<T>(_ body: (borrowing WriteTransaction) throws -> T) throws -> T {
+        var childPointer: OpaquePointer?
+        let begun = mdb_txn_begin(mdb_txn_env(pointer), pointer, 0, &childPointer)
+        guard begun == MDB_SUCCESS, let child = childPointer else {
+            throw failure(begun, "beginning a nested transaction")
+        }
+        let result: T
+        do {
+            result = try body(WriteTransaction(pointer: child, environment: environment, hitMapFull: hitMapFull))
+        } catch {
+            mdb_txn_abort(child)
+            throw error
+        }
+        if hitMapFull.pointee {
+            // The body caught the map-full error itself; the child is unusable.
+            mdb_txn_abort(child)
+            throw LMDBError(code: MDB_MAP_FULL).adding(context: "a nested transaction")
+        }
+        let committed = mdb_txn_commit(child)  // frees the child, even when it fails
+        if committed != MDB_SUCCESS { throw failure(committed, "committing a nested transaction") }
+        return result
+    }
+
     private func failure(_ rc: Int32, _ context: String) -> LMDBError {
         if rc == MDB_MAP_FULL { hitMapFull.pointee = true }
         return LMDBError(code: rc).adding(context: context)

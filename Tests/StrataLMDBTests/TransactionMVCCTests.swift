@@ -188,6 +188,66 @@ struct TransactionMVCCTests {
         #expect(try env.statistics(of: db).entries == 0)
     }
 
+    @Test func nestedTransactionJoinsItsParentOrLeavesNothing() throws {
+        struct Abandon: Error {}
+        let dir = TemporaryDirectory()
+        let env = try openEnvironment(dir)
+        let db = try env.openDatabase(named: "t", flags: .create)
+        let before = env.info.lastTransactionID
+        let outcome = try env.write { txn throws in
+            try txn.put(bytes("parent"), forKey: key(1), in: db)
+            let joined = try txn.nested { child throws in
+                #expect(try child.string(forKey: key(1), in: db) == "parent")
+                try child.put(bytes("child"), forKey: key(2), in: db)
+                return 2
+            }
+            #expect(throws: Abandon.self) {
+                try txn.nested { child throws in
+                    try child.put(bytes("undone"), forKey: key(3), in: db)
+                    try child.put(bytes("undone"), forKey: key(1), in: db)
+                    throw Abandon()
+                }
+            }
+            // The parent goes on as if the failed child had never run.
+            #expect(try txn.string(forKey: key(1), in: db) == "parent")
+            #expect(try txn.string(forKey: key(3), in: db) == nil)
+            try txn.put(bytes("after"), forKey: key(4), in: db)
+            return joined
+        }
+        #expect(outcome == 2)
+        #expect(env.info.lastTransactionID == before + 1)  // one commit for all of it
+        try env.read { txn throws in
+            #expect(try txn.string(forKey: key(1), in: db) == "parent")
+            #expect(try txn.string(forKey: key(2), in: db) == "child")
+            #expect(try txn.string(forKey: key(3), in: db) == nil)
+            #expect(try txn.string(forKey: key(4), in: db) == "after")
+        }
+    }
+
+    @Test func mapFullInANestedTransactionGrowsTheMapAndRerunsTheOuterBody() throws {
+        let dir = TemporaryDirectory()
+        let env = try openEnvironment(dir) { $0.mapSize = 256 << 10 }
+        let db = try env.openDatabase(named: "t", flags: .create)
+        let payload = [UInt8](repeating: 7, count: 3_000)
+        var attempts = 0
+        var swallowed = 0
+        try env.write { txn throws in
+            attempts += 1
+            for group in 0..<8 {
+                do {
+                    try txn.nested { child throws in
+                        for n in 0..<20 { try child.put(payload, forKey: key(UInt64(group * 100 + n)), in: db) }
+                    }
+                } catch LMDBError.mapFull {
+                    swallowed += 1  // the child is undone; the whole body still runs again
+                }
+            }
+        }
+        #expect(attempts > 1 && swallowed > 0)
+        #expect(env.info.mapSize > 256 << 10)
+        #expect(try env.statistics(of: db).entries == 160)
+    }
+
     @Test func nestedWriteOnOneThreadIsATypedError() throws {
         let dir = TemporaryDirectory()
         let env = try openEnvironment(dir)
