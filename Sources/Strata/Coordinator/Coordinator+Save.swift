@@ -28,14 +28,20 @@ struct SaveOutcome: Sendable {
 }
 
 extension PersistentStoreCoordinator {
-    /// Writes one save: one LMDB write transaction per store involved, begun and
-    /// committed on the write queue in one synchronous job.
+    /// Writes one save and returns once it is committed (durably, with the store's
+    /// ``PersistentStore/Options/Durability/sync`` durability).
     ///
-    /// Every store's transaction is open before any commits (they nest), so a conflict
-    /// or an error in any store writes nothing anywhere. Commits then happen one after
-    /// the other, the last store first; only a failing commit (an I/O error) can leave
-    /// an earlier store committed and a later one not: LMDB has no transaction across
-    /// environments.
+    /// Writes run one at a time on the write queue. With group commit
+    /// (``isGroupCommitEnabled``, the default), the saves that arrive while a write is
+    /// running wait together and are written by the next write job in one LMDB
+    /// transaction per store: each in a nested transaction, so each stays atomic and is
+    /// conflict-checked on its own (a save that fails leaves the others' writes alone),
+    /// and none returns before the shared commit. A save over several stores is written
+    /// alone: one LMDB write transaction per store involved, all open before any commits
+    /// (they nest), so a conflict or an error in any store writes nothing anywhere.
+    /// Commits then happen one after the other, the last store first; only a failing
+    /// commit (an I/O error) can leave an earlier store committed and a later one not:
+    /// LMDB has no transaction across environments.
     ///
     /// The outcome names the state right after the commit (its query generation token),
     /// read on the write queue before any other save of this process can commit. With
@@ -52,48 +58,117 @@ extension PersistentStoreCoordinator {
         for save in saves where !registered.contains(save.store) {
             throw StrataError.noStore(entity: (save.inserted.first ?? save.updated.first)?.objectID.entityName ?? "?")
         }
-        do {
-            let outcome = try writeQueue.sync {
-                var outcome = SaveOutcome()
-                try write(saves[...], into: &outcome)
-                // After the commit, so a full reader table costs the pin, never the save.
-                if pinning, let generation = try? newestGeneration() {
-                    outcome.generation = generation
-                    outcome.token = generation.token
-                } else {
-                    outcome.token = newestToken()
-                }
-                return outcome
-            }
+        let request = PendingSave(saves, pinning: pinning)
+        let grouped = writeGroups.enqueue(request)
+        writeQueue.sync {
+            // With group commit, an earlier job may have written this save already.
+            let batch = grouped ? writeGroups.takeAll() : [request]
+            if !batch.isEmpty { write(batch) }
+        }
+        guard let result = request.result else {
+            preconditionFailure("a save left the write queue unwritten")  // every write job gives each save taken a result
+        }
+        switch result {
+        case .success(let outcome):
             cacheSavedRows(saves, outcome: outcome)
             return outcome
-        } catch {
+        case .failure(let error):
             evictRows(of: saves)
             throw error
         }
     }
 
+    // MARK: On the write queue
+
+    /// Writes `batch` and gives each save its result: saves over one store together,
+    /// one commit per store; saves over several stores alone. Then reads the state
+    /// after the commits once, for every outcome.
+    private nonisolated func write(_ batch: [PendingSave]) {
+        var byStore: [ObjectIdentifier: [PendingSave]] = [:]
+        var storeOrder: [PersistentStore] = []
+        for request in batch {
+            guard request.saves.count == 1, batch.count > 1 else {
+                writeAlone(request)
+                continue
+            }
+            let store = request.saves[0].store
+            if byStore[ObjectIdentifier(store)] == nil { storeOrder.append(store) }
+            byStore[ObjectIdentifier(store), default: []].append(request)
+        }
+        for store in storeOrder {
+            guard let requests = byStore[ObjectIdentifier(store)] else { continue }
+            if requests.count == 1 {
+                writeAlone(requests[0])
+            } else {
+                writeTogether(requests, to: store)
+            }
+        }
+        // After the commits, so a full reader table costs the pin, never the save.
+        let generation = batch.contains { $0.pinning && $0.succeeded } ? try? newestGeneration() : nil
+        let token = generation?.token ?? newestToken()
+        for request in batch {
+            request.finish(token: token, generation: request.pinning ? generation : nil)
+        }
+    }
+
+    /// Writes one save in write transactions of its own.
+    private nonisolated func writeAlone(_ request: PendingSave) {
+        do {
+            var outcome = SaveOutcome()
+            try write(request.saves[...], into: &outcome)
+            request.result = .success(outcome)
+            writeGroups.didCommit(saves: 1, failed: 0)
+        } catch {
+            request.result = .failure(error)
+            writeGroups.didCommit(saves: 0, failed: 1)
+        }
+    }
+
+    /// Writes several saves of one store in one write transaction, each in a nested
+    /// transaction of its own. A save's own failure (a conflict, an invalid object) is
+    /// its result alone; a storage failure (a full map the store cannot grow, a full
+    /// disk, an I/O error) aborts the shared transaction, and each save is then written
+    /// alone, so that each gets its own verdict.
+    private nonisolated func writeTogether(_ requests: [PendingSave], to store: PersistentStore) {
+        let results: [Result<SaveOutcome, any Error>]
+        do {
+            results = try store.file.writeGroup { transaction in
+                // The body runs again from scratch when the map grows: results are its own.
+                var results: [Result<SaveOutcome, any Error>] = []
+                for request in requests {
+                    do {
+                        let outcome = try store.file.write(nestedIn: transaction) { writer in
+                            try apply(request.saves[0], with: &writer)
+                        }
+                        results.append(.success(outcome))
+                    } catch StrataError.storage(let storageError) {
+                        throw StrataError.storage(storageError)
+                    } catch {
+                        results.append(.failure(error))
+                    }
+                }
+                return results
+            }
+        } catch {
+            for request in requests { writeAlone(request) }
+            return
+        }
+        var saved = 0
+        for (request, result) in zip(requests, results) {
+            request.result = result
+            if case .success = result { saved += 1 }
+        }
+        writeGroups.didCommit(saves: saved, failed: requests.count - saved)
+    }
+
+    /// Writes `saves`, each store's in a write transaction nested in the closure of the
+    /// one before, so that all commit or none is written.
     private nonisolated func write(_ saves: ArraySlice<StoreSave>, into outcome: inout SaveOutcome) throws {
         guard let save = saves.first else { return }
         var mine = SaveOutcome()
         try save.store.file.write { writer in
             // The body may run again when the map grows: start from scratch each time.
-            var local = SaveOutcome()
-            for snapshot in save.inserted where snapshot.objectID.isTemporaryID {
-                local.permanentIDs[snapshot.objectID] = try writer.makePermanentID(for: snapshot.objectID.entityName)
-            }
-            var changes = StoreChanges()
-            changes.inserted = save.inserted.map { $0.replacingIDs(local.permanentIDs) }
-            changes.updated = save.updated.map { $0.replacingIDs(local.permanentIDs) }
-            changes.deleted = save.deleted
-            changes.checked = save.checked
-            do {
-                local.versions = try writer.apply(changes)
-            } catch let StoreWriteError.conflict(conflicts) {
-                throw StrataError.mergeConflicts(conflicts.map {
-                    MergeConflict(objectID: $0.objectID, oldVersion: $0.expectedVersion, newVersion: $0.storedVersion)
-                })
-            }
+            let local = try apply(save, with: &writer)
             var inner = outcome
             try write(saves.dropFirst(), into: &inner)
             inner.permanentIDs.merge(local.permanentIDs) { $1 }
@@ -101,6 +176,28 @@ extension PersistentStoreCoordinator {
             mine = inner
         }
         outcome = mine
+    }
+
+    /// Applies one store's part of a save: permanent IDs for its new objects, then its
+    /// changes, conflict-checked first.
+    private nonisolated func apply(_ save: StoreSave, with writer: inout StoreWriter) throws -> SaveOutcome {
+        var local = SaveOutcome()
+        for snapshot in save.inserted where snapshot.objectID.isTemporaryID {
+            local.permanentIDs[snapshot.objectID] = try writer.makePermanentID(for: snapshot.objectID.entityName)
+        }
+        var changes = StoreChanges()
+        changes.inserted = save.inserted.map { $0.replacingIDs(local.permanentIDs) }
+        changes.updated = save.updated.map { $0.replacingIDs(local.permanentIDs) }
+        changes.deleted = save.deleted
+        changes.checked = save.checked
+        do {
+            local.versions = try writer.apply(changes)
+        } catch let StoreWriteError.conflict(conflicts) {
+            throw StrataError.mergeConflicts(conflicts.map {
+                MergeConflict(objectID: $0.objectID, oldVersion: $0.expectedVersion, newVersion: $0.storedVersion)
+            })
+        }
+        return local
     }
 }
 

@@ -23,6 +23,8 @@ public actor PersistentStoreCoordinator {
     private nonisolated let registry = Mutex<[PersistentStore]>([])
     /// Where writes run, one at a time.
     nonisolated let writeQueue: DispatchQueue
+    /// The saves waiting for the write queue (group commit) and what was written.
+    nonisolated let writeGroups = WriteGroups()
     private nonisolated let executor: CoordinatorExecutor
     /// Rows read or saved through this coordinator, for faults and refreshes
     /// (``ManagedObjectContext/stalenessInterval``).

@@ -27,6 +27,36 @@ extension StoreFile {
             }
         }
     }
+
+    /// Runs `body` with one LMDB write transaction of this store and commits it when
+    /// `body` returns, for several saves in one commit (group commit): `body` writes each
+    /// through ``write(nestedIn:_:)``. Same rules as ``write(_:)``: synchronous, aborted
+    /// when `body` throws, and **run again from the start** when the map grows.
+    @discardableResult
+    func writeGroup<R>(_ body: (UnsafePointer<WriteTransaction>) throws -> R) throws -> R {
+        try StoreFile.translatingStorageErrors {
+            try environment.write { txn in
+                try withUnsafePointer(to: txn) { try body($0) }
+            }
+        }
+    }
+
+    /// Runs `body` with a writer over a nested transaction of `parent` (a transaction of
+    /// ``writeGroup(_:)``): when `body` throws, none of its writes stay and `parent` goes
+    /// on as before, so one save of a group fails alone.
+    @discardableResult
+    func write<R>(nestedIn parent: UnsafePointer<WriteTransaction>, _ body: (inout StoreWriter) throws -> R) throws -> R {
+        try StoreFile.translatingStorageErrors {
+            try parent.pointee.nested { txn in
+                try withUnsafePointer(to: txn) { transaction in
+                    var writer = StoreWriter(reader: StoreReader(store: self, transaction: transaction))
+                    let result = try body(&writer)
+                    try writer.finish()
+                    return result
+                }
+            }
+        }
+    }
 }
 
 /// Writes objects into a ``StoreFile`` inside one LMDB write transaction, keeping rows,

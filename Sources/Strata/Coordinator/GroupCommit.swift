@@ -1,0 +1,128 @@
+/// What the coordinator has written since it was made: how many saves, in how many
+/// commits. With group commit, several saves share one commit under contention; see
+/// <doc:Performance>.
+public struct WriteStatistics: Sendable, Hashable, CustomStringConvertible {
+    /// The saves committed.
+    public var saves = 0
+    /// The saves that failed: a conflict, an object the store refused, a storage error.
+    public var failedSaves = 0
+    /// The LMDB commits that wrote them: one per write transaction of a group, or of a
+    /// save written alone (a save over several stores counts once).
+    public var commits = 0
+    /// The most saves one commit held.
+    public var largestGroup = 0
+
+    /// No saves, no commits.
+    public init() {}
+
+    /// Saves committed per commit (1 without group commit; 0 before the first commit).
+    public var savesPerCommit: Double { commits == 0 ? 0 : Double(saves) / Double(commits) }
+
+    /// For example `1200 saves in 310 commits (largest group 8), 0 failed`.
+    public var description: String {
+        "\(saves) saves in \(commits) commits (largest group \(largestGroup)), \(failedSaves) failed"
+    }
+}
+
+extension PersistentStoreCoordinator {
+    /// Whether saves that arrive while a write is running are written together, in one
+    /// LMDB transaction per store, by the next write job (group commit). On by default.
+    ///
+    /// Each save of a group is still atomic and conflict-checked on its own (it runs in
+    /// a nested transaction: one that fails leaves the others' writes alone), and none
+    /// returns before the shared commit, durable with
+    /// ``PersistentStore/Options/Durability/sync``. Grouping only happens under
+    /// contention, so a lone saver pays nothing for it; several contexts saving at once
+    /// share one flush to disk instead of queueing for one each. Settable from any
+    /// thread; saves already waiting keep the setting they arrived under.
+    public nonisolated var isGroupCommitEnabled: Bool {
+        get { writeGroups.isEnabled }
+        set { writeGroups.isEnabled = newValue }
+    }
+
+    /// How many saves this coordinator has committed, in how many commits.
+    public nonisolated var writeStatistics: WriteStatistics { writeGroups.statistics }
+}
+
+/// One save waiting for the write queue, and then its result.
+// @unchecked Sendable: `result` is written by the write job that writes the save and
+// read by the saver after its own write job, which the serial write queue runs after
+// that one, so the two never overlap. `saves` and `pinning` never change.
+final class PendingSave: @unchecked Sendable {
+    /// What the save asks of each store.
+    let saves: [StoreSave]
+    /// Whether the saver wants a generation of the state after the commit.
+    let pinning: Bool
+    /// The outcome or the error; set on the write queue.
+    var result: Result<SaveOutcome, any Error>?
+
+    init(_ saves: [StoreSave], pinning: Bool) {
+        self.saves = saves
+        self.pinning = pinning
+    }
+
+    /// Whether the save committed.
+    var succeeded: Bool {
+        if case .success? = result { return true }
+        return false
+    }
+
+    /// Records the state after the commit in a committed save's outcome.
+    func finish(token: QueryGenerationToken, generation: QueryGeneration?) {
+        guard case .success(var outcome)? = result else { return }
+        outcome.token = token
+        outcome.generation = generation
+        result = .success(outcome)
+    }
+}
+
+/// The saves waiting for the write queue, the group-commit setting and the statistics.
+final class WriteGroups: Sendable {
+    private struct State {
+        var enabled = true
+        var waiting: [PendingSave] = []
+        var statistics = WriteStatistics()
+    }
+
+    private let state = LockedValue(State())
+
+    var isEnabled: Bool {
+        get { state.withLock { $0.enabled } }
+        set { state.withLock { $0.enabled = newValue } }
+    }
+
+    var statistics: WriteStatistics { state.withLock { $0.statistics } }
+
+    /// How many saves wait for a write job.
+    var waitingCount: Int { state.withLock { $0.waiting.count } }
+
+    /// Queues `save` for the next write job; false when group commit is off (the save
+    /// is then written by its own job).
+    func enqueue(_ save: PendingSave) -> Bool {
+        state.withLock { state in
+            guard state.enabled else { return false }
+            state.waiting.append(save)
+            return true
+        }
+    }
+
+    /// Every waiting save, in arrival order, leaving none.
+    func takeAll() -> [PendingSave] {
+        state.withLock { state in
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+    }
+
+    /// Counts one commit (none when nothing was saved) of `saves` saves, and `failed`
+    /// saves that did not commit.
+    func didCommit(saves: Int, failed: Int) {
+        state.withLock { state in
+            state.statistics.failedSaves += failed
+            guard saves > 0 else { return }
+            state.statistics.saves += saves
+            state.statistics.commits += 1
+            state.statistics.largestGroup = max(state.statistics.largestGroup, saves)
+        }
+    }
+}
