@@ -203,9 +203,19 @@ final class ObjectGraph: ManagedObjectOwner {
     }
 
     private func rebalance() {
-        for object in registeredObjects {
-            retain(object, strongly: object.hasChanges || changed[ObjectIdentifier(object)] != nil)
+        // In place: one pass over the table, no lookups, no array of every object.
+        var released = false
+        var index = table.values.startIndex
+        while index != table.values.endIndex {
+            if let object = table.values[index].object {
+                let strongly = retainsRegisteredObjects || object.hasChanges || changed[ObjectIdentifier(object)] != nil
+                table.values[index].strongObject = strongly ? object : nil
+            } else {
+                released = true
+            }
+            table.values.formIndex(after: &index)
         }
+        if released { dropReleasedRegistrations() }
     }
 
     /// Removes `object` from the registration table.

@@ -88,9 +88,12 @@ extension ManagedObject {
             if let maximum = rules.maximum, number > maximum { fail(.aboveMaximum(maximum)) }
         }
         if case .string(let string) = value {
-            let length = string.count
-            if let minimum = rules.minimumLength, length < minimum { fail(.tooShort(minimumLength: minimum)) }
-            if let maximum = rules.maximumLength, length > maximum { fail(.tooLong(maximumLength: maximum)) }
+            // Counting characters walks the whole string: only when a rule needs it.
+            if rules.minimumLength != nil || rules.maximumLength != nil {
+                let length = string.count
+                if let minimum = rules.minimumLength, length < minimum { fail(.tooShort(minimumLength: minimum)) }
+                if let maximum = rules.maximumLength, length > maximum { fail(.tooLong(maximumLength: maximum)) }
+            }
             if let pattern = rules.pattern, !PatternCache.shared.wholeMatch(pattern, string) {
                 fail(.patternMismatch(pattern))
             }
