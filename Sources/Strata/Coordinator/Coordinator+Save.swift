@@ -59,11 +59,13 @@ extension PersistentStoreCoordinator {
             throw StrataError.noStore(entity: (save.inserted.first ?? save.updated.first)?.objectID.entityName ?? "?")
         }
         let request = PendingSave(saves, pinning: pinning)
-        let grouped = writeGroups.enqueue(request)
-        writeQueue.sync {
-            // With group commit, an earlier job may have written this save already.
-            let batch = grouped ? writeGroups.takeAll() : [request]
-            if !batch.isEmpty { write(batch) }
+        switch writeGroups.enqueue(request) {
+        case nil:
+            writeQueue.sync { write([request]) }
+        case true?:
+            lead(request)
+        case false?:
+            if request.waitForTurn() == .lead { lead(request) }
         }
         guard let result = request.result else {
             preconditionFailure("a save left the write queue unwritten")  // every write job gives each save taken a result
@@ -76,6 +78,20 @@ extension PersistentStoreCoordinator {
             evictRows(of: saves)
             throw error
         }
+    }
+
+    /// Writes every waiting save (`request` among them) as one group on the write
+    /// queue, wakes their savers, and hands the lead on.
+    private nonisolated func lead(_ request: PendingSave) {
+        writeGroups.gather()
+        let batch = writeQueue.sync {
+            let batch = writeGroups.takeAll()
+            write(batch)
+            return batch
+        }
+        // The next leader first, so that its thread wakes while the others are told.
+        writeGroups.nextLeader()?.wake(.lead)
+        for other in batch where other !== request { other.wake(.done) }
     }
 
     // MARK: On the write queue

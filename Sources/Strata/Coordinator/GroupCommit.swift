@@ -1,3 +1,5 @@
+import Foundation
+
 /// What the coordinator has written since it was made: how many saves, in how many
 /// commits. With group commit, several saves share one commit under contention; see
 /// <doc:Performance>.
@@ -45,20 +47,42 @@ extension PersistentStoreCoordinator {
 }
 
 /// One save waiting for the write queue, and then its result.
-// @unchecked Sendable: `result` is written by the write job that writes the save and
-// read by the saver after its own write job, which the serial write queue runs after
-// that one, so the two never overlap. `saves` and `pinning` never change.
+// @unchecked Sendable: `result` and `turn` are read and written with `condition` locked;
+// `saves` and `pinning` never change.
 final class PendingSave: @unchecked Sendable {
     /// What the save asks of each store.
     let saves: [StoreSave]
     /// Whether the saver wants a generation of the state after the commit.
     let pinning: Bool
-    /// The outcome or the error; set on the write queue.
-    var result: Result<SaveOutcome, any Error>?
+    private let condition = NSCondition()
+    private var _result: Result<SaveOutcome, any Error>?
+    private var turn: Turn?
+
+    /// What wakes a waiting saver.
+    enum Turn {
+        /// Write the next group (which holds this save).
+        case lead
+        /// Another saver's group wrote this save: ``result`` is set.
+        case done
+    }
 
     init(_ saves: [StoreSave], pinning: Bool) {
         self.saves = saves
         self.pinning = pinning
+    }
+
+    /// The outcome or the error; set on the write queue.
+    var result: Result<SaveOutcome, any Error>? {
+        get {
+            condition.lock()
+            defer { condition.unlock() }
+            return _result
+        }
+        set {
+            condition.lock()
+            _result = newValue
+            condition.unlock()
+        }
     }
 
     /// Whether the save committed.
@@ -74,13 +98,38 @@ final class PendingSave: @unchecked Sendable {
         outcome.generation = generation
         result = .success(outcome)
     }
+
+    /// Wakes the saver waiting in ``waitForTurn()``.
+    func wake(_ turn: Turn) {
+        condition.lock()
+        self.turn = turn
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Blocks until another saver wrote this save or handed the lead to it.
+    func waitForTurn() -> Turn {
+        condition.lock()
+        defer { condition.unlock() }
+        while turn == nil { condition.wait() }
+        return turn ?? .done
+    }
 }
 
-/// The saves waiting for the write queue, the group-commit setting and the statistics.
+/// The saves waiting to be written, who writes them, the group-commit setting and the
+/// statistics.
+///
+/// One saver at a time leads: it writes every save waiting when its write job starts,
+/// in one group, wakes their savers, and hands the lead to the first save that arrived
+/// meanwhile (or lets it go when none did). The others sleep until their save is
+/// written. Savers whose saves were written never queue a job of their own, which
+/// would let each of them write the next save to arrive alone.
 final class WriteGroups: Sendable {
     private struct State {
         var enabled = true
         var waiting: [PendingSave] = []
+        var leading = false
+        var lastGroupSize = 0
         var statistics = WriteStatistics()
     }
 
@@ -96,12 +145,14 @@ final class WriteGroups: Sendable {
     /// How many saves wait for a write job.
     var waitingCount: Int { state.withLock { $0.waiting.count } }
 
-    /// Queues `save` for the next write job; false when group commit is off (the save
-    /// is then written by its own job).
-    func enqueue(_ save: PendingSave) -> Bool {
+    /// Queues `save`. nil when group commit is off (the save is then written by a job of
+    /// its own); true when the caller leads now; false when it must wait for its turn.
+    func enqueue(_ save: PendingSave) -> Bool? {
         state.withLock { state in
-            guard state.enabled else { return false }
+            guard state.enabled else { return nil }
             state.waiting.append(save)
+            if state.leading { return false }
+            state.leading = true
             return true
         }
     }
@@ -109,8 +160,38 @@ final class WriteGroups: Sendable {
     /// Every waiting save, in arrival order, leaving none.
     func takeAll() -> [PendingSave] {
         state.withLock { state in
-            defer { state.waiting = [] }
+            defer {
+                state.lastGroupSize = state.waiting.count
+                state.waiting = []
+            }
             return state.waiting
+        }
+    }
+
+    /// Under contention (the last group held several saves), gives the savers of that
+    /// group a moment to come back with their next saves before a leader takes the
+    /// waiting ones: up to ``gatherLimit``, or until as many wait as last time.
+    func gather() {
+        let target = state.withLock { $0.lastGroupSize }
+        guard target > 1 else { return }
+        let deadline = DispatchTime.now().uptimeNanoseconds + Self.gatherLimit
+        while waitingCount < target, DispatchTime.now().uptimeNanoseconds < deadline {
+            sched_yield()
+        }
+    }
+
+    /// The longest a leader waits for a group to gather, in nanoseconds.
+    static let gatherLimit: UInt64 = 200_000
+
+    /// After a group: the save whose saver leads next (the lead stays taken), or nil
+    /// when none waits (the lead is free).
+    func nextLeader() -> PendingSave? {
+        state.withLock { state in
+            guard let next = state.waiting.first else {
+                state.leading = false
+                return nil
+            }
+            return next
         }
     }
 
