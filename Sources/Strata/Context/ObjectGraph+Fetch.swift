@@ -43,7 +43,21 @@ extension ObjectGraph {
                     objects.append(object)
                 }
             case .snapshots(let snapshots):
-                for snapshot in snapshots { objects.append(registerFetched(snapshot)) }
+                objects.reserveCapacity(objects.count + snapshots.count)
+                reserveRegistrations(snapshots.count)
+                let entities = (try? model)?.entitiesByName ?? [:]
+                var last: EntityDescription?  // rows mostly share one entity: look it up once
+                for snapshot in snapshots {
+                    let name = snapshot.objectID.entityName
+                    let entity: EntityDescription
+                    if let last, last.name == name {
+                        entity = last
+                    } else {
+                        entity = entities[name] ?? EntityDescription(name: name)
+                        last = entity
+                    }
+                    objects.append(registerFetched(snapshot, entity: entity))
+                }
             case .objectIDs(let ids):
                 for id in ids { objects.append(object(for: id)) }
             case .count:
@@ -178,8 +192,8 @@ extension ObjectGraph {
 
     /// The object of a fetched row: the registered one (its values untouched, a fault
     /// filled in), or a new one with the row's values.
-    private func registerFetched(_ snapshot: ObjectSnapshot) -> ManagedObject {
-        let object = self.object(for: snapshot.objectID)
+    private func registerFetched(_ snapshot: ObjectSnapshot, entity: EntityDescription) -> ManagedObject {
+        let object = self.object(forFetched: snapshot.objectID, entity: entity)
         if object.faultState == .fault {
             object.apply(snapshot)
             object.awakeFromFetch()

@@ -148,8 +148,10 @@ final class ObjectGraph: ManagedObjectOwner {
 
     /// The registered object for `id`, if any.
     func registeredObject(for id: ManagedObjectID) -> ManagedObject? {
-        if let object = table[id]?.object { return object }
-        table[id] = nil
+        if let registration = table[id] {
+            if let object = registration.object { return object }
+            table[id] = nil  // released
+        }
         adoptPermanentIDsIfNeeded()
         if let object = table[id]?.object { return object }
         // An ID this context knows by its other name: the permanent ID of an object it
@@ -228,6 +230,21 @@ final class ObjectGraph: ManagedObjectOwner {
         let registration = table.removeValue(forKey: object.objectID)
         object.objectID = id
         table[id] = registration ?? Registration(weakObject: object, strongObject: nil)
+    }
+
+    /// Makes room for `count` more registrations (before a fetch registers its rows).
+    func reserveRegistrations(_ count: Int) {
+        table.reserveCapacity(table.count + count)
+    }
+
+    /// The object for a row a fetch read (its ID is permanent): the registered one, or a
+    /// new fault of `entity`'s class. Touches no store.
+    func object(forFetched id: ManagedObjectID, entity: EntityDescription) -> ManagedObject {
+        if let registered = registeredObject(for: id) { return registered }
+        let object = entity.managedObjectClass.init(entity: entity)
+        object.becomeFault(for: id, owner: self)
+        register(object)
+        return object
     }
 
     /// The object for `id`: the registered one, or a new fault of the entity's class.
