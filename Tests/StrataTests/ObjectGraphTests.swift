@@ -37,6 +37,35 @@ struct ObjectGraphTests {
         #expect(throws: StrataError.self) { try graph.insert(fetched) }  // another context's object
     }
 
+    @Test("after a save the saved objects are held weakly again; released objects' registrations go as the table grows")
+    func savedObjectsAreReleasedAndRegistrationsPruned() async throws {
+        let coordinator = try await ContextReference.inMemory()
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let ids = try await context.perform { context in
+            let notes = try (0..<3_000).map { index in
+                let note = Note()
+                note.title = "n\(index)"
+                try context.insert(note)
+                return note
+            }
+            try context.save()
+            return notes.map(\.objectID)
+        }
+        try await context.perform { context in
+            // Nothing but the context held them, and only while they had changes.
+            #expect(ids.allSatisfy { context.registeredObject(for: $0) == nil })
+            // Registering more objects drops the released ones' registrations on the way.
+            let kept = try (0..<1_500).map { index in
+                let note = Note()
+                note.title = "k\(index)"
+                try context.insert(note)
+                return note
+            }
+            #expect(context.graph.registrationCount < 3_000 + kept.count)
+            #expect(kept.allSatisfy { context.registeredObject(for: $0.objectID) === $0 })
+        }
+    }
+
     @Test("a fetch merges unsaved inserts, in-memory values and deletions")
     func fetchSeesPendingChanges() async throws {
         let graph = try await Self.graph()

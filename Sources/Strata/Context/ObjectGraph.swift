@@ -92,6 +92,8 @@ final class ObjectGraph: ManagedObjectOwner {
 
     /// Registered objects by ID.
     private var table: [ManagedObjectID: Registration] = [:]
+    /// See ``register(_:)``.
+    private var pruningThreshold = ObjectGraph.minimumPruningThreshold
     /// Inserted objects, in insertion order.
     private(set) var inserted: [ManagedObject] = []
     /// Deleted objects, in deletion order.
@@ -187,6 +189,9 @@ final class ObjectGraph: ManagedObjectOwner {
         return table.values.compactMap(\.object)
     }
 
+    /// How many registrations the table holds, released objects' included (for tests).
+    var registrationCount: Int { table.count }
+
     /// Forgets the registrations of objects that were released.
     func dropReleasedRegistrations() {
         table = table.filter { $0.value.object != nil }
@@ -196,12 +201,20 @@ final class ObjectGraph: ManagedObjectOwner {
     private func register(_ object: ManagedObject) {
         let strong = retainsRegisteredObjects || object.hasChanges || changed[ObjectIdentifier(object)] != nil
         table[object.objectID] = Registration(weakObject: object, strongObject: strong ? object : nil)
+        if table.count >= pruningThreshold {
+            // Registrations of released objects go once the table doubles: amortised O(1).
+            dropReleasedRegistrations()
+            pruningThreshold = max(Self.minimumPruningThreshold, table.count * 2)
+        }
     }
+
+    /// The table size at which released registrations are next dropped.
+    private static let minimumPruningThreshold = 1_024
 
     /// Holds `object` strongly (it has changes) or weakly (it has none).
     private func retain(_ object: ManagedObject, strongly: Bool) {
-        guard table[object.objectID]?.object === object else { return }
-        table[object.objectID]?.strongObject = strongly || retainsRegisteredObjects ? object : nil
+        guard let index = table.index(forKey: object.objectID), table.values[index].object === object else { return }
+        table.values[index].strongObject = strongly || retainsRegisteredObjects ? object : nil
     }
 
     private func rebalance() {
@@ -539,6 +552,10 @@ final class ObjectGraph: ManagedObjectOwner {
 
     /// Clears the change sets after a save or rollback.
     func clearChanges() {
+        // Only objects with changes are held strongly for that reason: after clearing,
+        // those are the ones to hold weakly again (a save's cost does not grow with the
+        // objects merely registered).
+        let held = inserted + deleted + pendingDeletes + Array(changed.values) + Array(conflictChecks.values)
         inserted = []
         deleted = []
         pendingDeletes = []
@@ -546,7 +563,7 @@ final class ObjectGraph: ManagedObjectOwner {
         assignedStores = [:]
         conflictChecks = [:]
         vanished = []
-        rebalance()
+        for object in held { retain(object, strongly: object.hasChanges) }
     }
 
     /// Records `object` in the current event (a merge's inserted objects).
