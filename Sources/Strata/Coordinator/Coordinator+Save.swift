@@ -85,8 +85,10 @@ extension PersistentStoreCoordinator {
     private nonisolated func lead(_ request: PendingSave) {
         writeGroups.gather()
         let batch = writeQueue.sync {
+            let start = DispatchTime.now().uptimeNanoseconds
             let batch = writeGroups.takeAll()
             write(batch)
+            writeGroups.didWrite(nanoseconds: DispatchTime.now().uptimeNanoseconds - start)
             return batch
         }
         // The next leader first, so that its thread wakes while the others are told.

@@ -130,6 +130,7 @@ final class WriteGroups: Sendable {
         var waiting: [PendingSave] = []
         var leading = false
         var lastGroupSize = 0
+        var lastWriteNanoseconds: UInt64 = 0
         var statistics = WriteStatistics()
     }
 
@@ -170,14 +171,21 @@ final class WriteGroups: Sendable {
 
     /// Under contention (the last group held several saves), gives the savers of that
     /// group a moment to come back with their next saves before a leader takes the
-    /// waiting ones: up to ``gatherLimit``, or until as many wait as last time.
+    /// waiting ones, until as many wait as last time. The moment is a quarter of the
+    /// last group's write (a flush to disk is worth waiting for; a commit without one
+    /// is not), and at most ``gatherLimit``.
     func gather() {
-        let target = state.withLock { $0.lastGroupSize }
+        let (target, lastWrite) = state.withLock { ($0.lastGroupSize, $0.lastWriteNanoseconds) }
         guard target > 1 else { return }
-        let deadline = DispatchTime.now().uptimeNanoseconds + Self.gatherLimit
+        let deadline = DispatchTime.now().uptimeNanoseconds + min(Self.gatherLimit, lastWrite / 4)
         while waitingCount < target, DispatchTime.now().uptimeNanoseconds < deadline {
             sched_yield()
         }
+    }
+
+    /// Records how long a group's write job took (begin to durable commit).
+    func didWrite(nanoseconds: UInt64) {
+        state.withLock { $0.lastWriteNanoseconds = nanoseconds }
     }
 
     /// The longest a leader waits for a group to gather, in nanoseconds.
