@@ -16,6 +16,8 @@ let package = Package(
         // 1.38.1's default traits include RuntimeInterposer, whose repository is not
         // available here; MallocInterposer alone resolves and needs no jemalloc.
         .package(url: "https://github.com/ordo-one/benchmark", exact: "1.38.1", traits: ["MallocInterposer"]),
+        // The peer baseline of strata-bench: SQLite through GRDB (needs libsqlite3-dev).
+        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
     ],
     targets: [
         // LMDB's C API for the raw baselines. StrataLMDB's own CLMDB module is internal to
@@ -44,6 +46,16 @@ let package = Package(
             path: "Benchmarks/StrataLMDBBenchmarks",
             plugins: [
                 .plugin(name: "BenchmarkPlugin", package: "benchmark"),
+            ]
+        ),
+        // The Strata scenarios through Strata, raw liblmdb and GRDB.
+        .target(
+            name: "StrataBenchSupport",
+            dependencies: [
+                "CLMDBRaw",
+                .product(name: "Strata", package: "Strata"),
+                .product(name: "StrataTesting", package: "Strata"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         // `swift run -c release lmdb-ratios`

@@ -1,0 +1,305 @@
+import CLMDBRaw
+import Foundation
+
+/// The physical limit: the same data through LMDB's C API, with nothing Strata adds (no
+/// object graph, no row versions, no history, no metadata).
+///
+/// Layout: rows in the `items` database keyed by the 8-byte big-endian id, each value a
+/// compact record (rank, score and created as 8 bytes each, then the name's UTF-8
+/// bytes); an `items.rank` index database keyed by the order-preserving encoded rank (8
+/// bytes, sign bit flipped, big-endian) followed by the id, with an empty value, written
+/// in the same transaction as the row. Plain `mdb_put`s (no `MDB_APPEND`: Strata uses
+/// none either). Reads decode rows into ``BenchRecord``s.
+public final class RawStore: @unchecked Sendable {
+    // @unchecked Sendable because the environment handle and the database handles are
+    // immutable after init, and LMDB allows them from any thread (MDB_NOTLS; a write
+    // transaction never leaves the thread that began it).
+    let environment: OpaquePointer
+    let rows: MDB_dbi
+    let index: MDB_dbi
+    public let path: String
+
+    /// Opens (or creates) a store in the directory `path` (which must exist), with `sync`
+    /// deciding `MDB_NOSYNC`; always `MDB_NOTLS`, as Strata opens its stores.
+    public init(path: String, sync: Bool) throws {
+        self.path = path
+        var env: OpaquePointer?
+        try Self.check(mdb_env_create(&env), "mdb_env_create")
+        guard let env else { throw BenchFailure("mdb_env_create returned no environment") }
+        do {
+            try Self.check(mdb_env_set_mapsize(env, StoreSettings.mapSize), "mdb_env_set_mapsize")
+            try Self.check(mdb_env_set_maxreaders(env, UInt32(StoreSettings.maxReaders)), "mdb_env_set_maxreaders")
+            try Self.check(mdb_env_set_maxdbs(env, 4), "mdb_env_set_maxdbs")
+            let flags = UInt32(MDB_NOTLS) | (sync ? 0 : UInt32(MDB_NOSYNC))
+            try Self.check(mdb_env_open(env, path, flags, 0o644), "mdb_env_open \(path)")
+            var txn: OpaquePointer?
+            try Self.check(mdb_txn_begin(env, nil, 0, &txn), "mdb_txn_begin")
+            var rows = MDB_dbi(), index = MDB_dbi()
+            var rc = mdb_dbi_open(txn, "items", UInt32(MDB_CREATE), &rows)
+            if rc == MDB_SUCCESS { rc = mdb_dbi_open(txn, "items.rank", UInt32(MDB_CREATE), &index) }
+            if rc != MDB_SUCCESS { mdb_txn_abort(txn) }
+            try Self.check(rc, "mdb_dbi_open")
+            try Self.check(mdb_txn_commit(txn), "mdb_txn_commit")
+            environment = env
+            self.rows = rows
+            self.index = index
+        } catch {
+            mdb_env_close(env)
+            throw error
+        }
+    }
+
+    deinit { mdb_env_close(environment) }
+
+    static func check(_ rc: Int32, _ what: @autoclosure () -> String) throws {
+        if rc != MDB_SUCCESS { throw BenchFailure("\(what()): \(String(cString: mdb_strerror(rc))) (\(rc))") }
+    }
+
+    // MARK: Encoding
+
+    /// The record of `record` (without its id, which is the key) into `buffer`.
+    @inline(__always)
+    static func encode(_ record: BenchRecord, into buffer: inout [UInt8]) {
+        buffer.removeAll(keepingCapacity: true)
+        withUnsafeBytes(of: record.rank.littleEndian) { buffer.append(contentsOf: $0) }
+        withUnsafeBytes(of: record.score.bitPattern.littleEndian) { buffer.append(contentsOf: $0) }
+        withUnsafeBytes(of: record.created.timeIntervalSince1970.bitPattern.littleEndian) { buffer.append(contentsOf: $0) }
+        buffer.append(contentsOf: record.name.utf8)
+    }
+
+    /// The record stored under `id` with value `value`.
+    @inline(__always)
+    static func decode(id: Int64, _ value: MDB_val) -> BenchRecord {
+        let bytes = UnsafeRawBufferPointer(start: value.mv_data, count: value.mv_size)
+        return BenchRecord(
+            id: id,
+            rank: Int64(littleEndian: bytes.loadUnaligned(fromByteOffset: 0, as: Int64.self)),
+            name: String(decoding: bytes[24...], as: UTF8.self),
+            score: Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self))),
+            created: Date(timeIntervalSince1970: Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 16, as: UInt64.self)))))
+    }
+
+    @inline(__always)
+    static func idKey(_ id: Int64) -> UInt64 { UInt64(bitPattern: id).bigEndian }
+
+    @inline(__always)
+    static func rankKey(_ rank: Int64, id: Int64) -> (UInt64, UInt64) {
+        ((UInt64(bitPattern: rank) ^ (1 << 63)).bigEndian, UInt64(bitPattern: id).bigEndian)
+    }
+
+    @inline(__always)
+    static func rank(ofIndexKey key: MDB_val) -> Int64 {
+        Int64(bitPattern: UInt64(bigEndian: key.mv_data.loadUnaligned(as: UInt64.self)) ^ (1 << 63))
+    }
+
+    @inline(__always)
+    static func id(ofIndexKey key: MDB_val) -> Int64 {
+        Int64(bitPattern: UInt64(bigEndian: key.mv_data.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+    }
+
+    // MARK: Writing
+
+    /// Runs `body` in one write transaction on the calling thread and commits it.
+    func write(_ body: (OpaquePointer) throws -> Void) throws {
+        var txn: OpaquePointer?
+        try Self.check(mdb_txn_begin(environment, nil, 0, &txn), "mdb_txn_begin")
+        do {
+            try body(txn!)
+        } catch {
+            mdb_txn_abort(txn)
+            throw error
+        }
+        try Self.check(mdb_txn_commit(txn), "mdb_txn_commit")
+    }
+
+    /// Stores `record`'s row and index entry in `txn`.
+    @inline(__always)
+    func put(_ record: BenchRecord, buffer: inout [UInt8], in txn: OpaquePointer) throws {
+        Self.encode(record, into: &buffer)
+        var id = Self.idKey(record.id)
+        try withUnsafeMutableBytes(of: &id) { idBytes in
+            try buffer.withUnsafeMutableBytes { valueBytes in
+                var k = MDB_val(mv_size: 8, mv_data: idBytes.baseAddress)
+                var v = MDB_val(mv_size: valueBytes.count, mv_data: valueBytes.baseAddress)
+                try Self.check(mdb_put(txn, rows, &k, &v, 0), "mdb_put row")
+            }
+        }
+        var rankKey = Self.rankKey(record.rank, id: record.id)
+        try withUnsafeMutableBytes(of: &rankKey) { keyBytes in
+            var k = MDB_val(mv_size: 16, mv_data: keyBytes.baseAddress)
+            var v = MDB_val(mv_size: 0, mv_data: nil)
+            try Self.check(mdb_put(txn, index, &k, &v, 0), "mdb_put index")
+        }
+    }
+
+    /// Inserts every record (row and index entry) in one write transaction.
+    public func insert(_ records: some Collection<BenchRecord>) throws {
+        try write { txn in
+            var buffer: [UInt8] = []
+            buffer.reserveCapacity(64)
+            for record in records { try put(record, buffer: &buffer, in: txn) }
+        }
+    }
+
+    /// Reads, changes and writes back the rows of `ids` in one write transaction: each
+    /// row's score becomes `change(score)`. The rank, and so the index, is unchanged.
+    public func update(ids: some Collection<Int64>, _ change: (Double) -> Double) throws {
+        try write { txn in
+            var buffer: [UInt8] = []
+            buffer.reserveCapacity(64)
+            for id in ids {
+                var key = Self.idKey(id)
+                var record: BenchRecord = try withUnsafeMutableBytes(of: &key) { keyBytes in
+                    var k = MDB_val(mv_size: 8, mv_data: keyBytes.baseAddress)
+                    var v = MDB_val()
+                    try Self.check(mdb_get(txn, rows, &k, &v), "mdb_get row \(id)")
+                    return Self.decode(id: id, v)
+                }
+                record.score = change(record.score)
+                Self.encode(record, into: &buffer)
+                try withUnsafeMutableBytes(of: &key) { keyBytes in
+                    try buffer.withUnsafeMutableBytes { valueBytes in
+                        var k = MDB_val(mv_size: 8, mv_data: keyBytes.baseAddress)
+                        var v = MDB_val(mv_size: valueBytes.count, mv_data: valueBytes.baseAddress)
+                        try Self.check(mdb_put(txn, rows, &k, &v, 0), "mdb_put row")
+                    }
+                }
+            }
+        }
+    }
+
+    // MARK: Reading
+
+    /// A read transaction: a fresh one per call, or a long-lived ``RawSnapshot``'s.
+    public func read<T>(in snapshot: RawSnapshot? = nil, _ body: (OpaquePointer) throws -> T) throws -> T {
+        if let snapshot { return try body(snapshot.transaction) }
+        var txn: OpaquePointer?
+        try Self.check(mdb_txn_begin(environment, nil, UInt32(MDB_RDONLY), &txn), "mdb_txn_begin")
+        defer { mdb_txn_abort(txn) }
+        return try body(txn!)
+    }
+
+    /// Row and index entry counts.
+    public func counts() throws -> (rows: Int, index: Int) {
+        try read { txn in
+            var stat = MDB_stat()
+            try Self.check(mdb_stat(txn, rows, &stat), "mdb_stat")
+            let rowCount = stat.ms_entries
+            try Self.check(mdb_stat(txn, index, &stat), "mdb_stat")
+            return (rowCount, stat.ms_entries)
+        }
+    }
+
+    /// Every row decoded into a ``BenchRecord`` array (held all at once, as a fully
+    /// realised fetch holds its objects), then every attribute touched.
+    public func fetchAll() throws -> (count: Int, checksum: Int64) {
+        let records: [BenchRecord] = try read { txn in
+            var records: [BenchRecord] = []
+            try walk(txn) { records.append($0) }
+            return records
+        }
+        var checksum: Int64 = 0
+        for record in records { checksum &+= record.checksum }
+        return (records.count, checksum)
+    }
+
+    /// Every row decoded into a ``BenchRecord`` one at a time and touched, none kept (the
+    /// memory-bounded walk, as a batched fetch is).
+    public func walkAll() throws -> (count: Int, checksum: Int64) {
+        try read { txn in
+            var count = 0
+            var checksum: Int64 = 0
+            try walk(txn) { record in
+                count += 1
+                checksum &+= record.checksum
+            }
+            return (count, checksum)
+        }
+    }
+
+    private func walk(_ txn: OpaquePointer, _ body: (BenchRecord) -> Void) throws {
+        var cursor: OpaquePointer?
+        try Self.check(mdb_cursor_open(txn, rows, &cursor), "mdb_cursor_open")
+        defer { mdb_cursor_close(cursor) }
+        var k = MDB_val(), v = MDB_val()
+        var rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST)
+        while rc == MDB_SUCCESS {
+            let id = Int64(bitPattern: UInt64(bigEndian: k.mv_data.loadUnaligned(as: UInt64.self)))
+            body(Self.decode(id: id, v))
+            rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)
+        }
+        if rc != MDB_NOTFOUND { try Self.check(rc, "mdb_cursor_get") }
+    }
+
+    /// The records with `lower <= rank < upper` in rank order (at most `limit`, 0 for
+    /// all): an index range scan, each row read by id and decoded.
+    public func range(lower: Int64, upper: Int64, limit: Int, in snapshot: RawSnapshot? = nil) throws -> [BenchRecord] {
+        try read(in: snapshot) { txn in
+            var cursor: OpaquePointer?
+            try Self.check(mdb_cursor_open(txn, index, &cursor), "mdb_cursor_open")
+            defer { mdb_cursor_close(cursor) }
+            var records: [BenchRecord] = []
+            var start = Self.rankKey(lower, id: 0)
+            var k = MDB_val(), v = MDB_val()
+            var rc = withUnsafeMutableBytes(of: &start) { bytes in
+                k = MDB_val(mv_size: 16, mv_data: bytes.baseAddress)
+                return mdb_cursor_get(cursor, &k, &v, MDB_SET_RANGE)
+            }
+            while rc == MDB_SUCCESS, Self.rank(ofIndexKey: k) < upper, limit == 0 || records.count < limit {
+                let id = Int64(bitPattern: UInt64(bigEndian: k.mv_data.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+                var rowKey = UInt64(bitPattern: id).bigEndian
+                var row = MDB_val()
+                try withUnsafeMutableBytes(of: &rowKey) { keyBytes in
+                    var rk = MDB_val(mv_size: 8, mv_data: keyBytes.baseAddress)
+                    try Self.check(mdb_get(txn, rows, &rk, &row), "mdb_get row \(id)")
+                }
+                records.append(Self.decode(id: id, row))
+                rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)
+            }
+            if rc != MDB_SUCCESS && rc != MDB_NOTFOUND { try Self.check(rc, "mdb_cursor_get") }
+            return records
+        }
+    }
+
+    /// The ids of the records with `lower <= rank < upper`, in rank order.
+    public func ids(lower: Int64, upper: Int64) throws -> [Int64] {
+        try range(lower: lower, upper: upper, limit: 0).map(\.id)
+    }
+
+    /// The sum of the scores of the records with `lower <= rank < upper`.
+    public func scoreSum(lower: Int64, upper: Int64) throws -> Double {
+        try range(lower: lower, upper: upper, limit: 0).reduce(0) { $0 + $1.score }
+    }
+
+    /// A read transaction kept open until ``RawSnapshot/close()``: a pinned reader.
+    public func makeSnapshot() throws -> RawSnapshot {
+        var txn: OpaquePointer?
+        try Self.check(mdb_txn_begin(environment, nil, UInt32(MDB_RDONLY), &txn), "mdb_txn_begin")
+        return RawSnapshot(transaction: txn!)
+    }
+}
+
+/// A long-lived LMDB read transaction (the raw twin of a pinned query generation); used
+/// by one thread at a time.
+public final class RawSnapshot {
+    let transaction: OpaquePointer
+    private var isOpen = true
+
+    init(transaction: OpaquePointer) { self.transaction = transaction }
+
+    public func close() {
+        if isOpen { mdb_txn_abort(transaction) }
+        isOpen = false
+    }
+
+    deinit { close() }
+}
+
+/// The settings every LMDB store of the runner shares, Strata's and raw.
+public enum StoreSettings {
+    /// 4 GiB, so that no store grows its map during a measurement (Strata grows it by
+    /// rerunning the write; the raw path would fail instead).
+    public static let mapSize = 4 << 30
+    /// Strata's default.
+    public static let maxReaders = 126
+}
