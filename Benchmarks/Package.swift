@@ -58,6 +58,11 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
+        // `swift run -c release strata-bench`
+        .executableTarget(
+            name: "strata-bench",
+            dependencies: ["StrataBenchSupport"]
+        ),
         // `swift run -c release lmdb-ratios`
         .executableTarget(
             name: "lmdb-ratios",

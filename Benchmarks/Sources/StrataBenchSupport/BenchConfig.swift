@@ -1,0 +1,77 @@
+import Foundation
+
+/// The sizes and durations of a run (see `strata-bench --help`).
+public struct BenchConfig: Sendable {
+    /// Scenario 1: the sizes of the bulk imports.
+    public var importSizes = [100_000, 1_000_000]
+    /// Scenarios 2, 3, 5 and 6: the objects of the store they read.
+    public var storeSize = 1_000_000
+    /// Measured rounds per timing (one warm-up round is added).
+    public var rounds = 5
+    /// Scenario 3: queries per round (each over another range).
+    public var queries = 50
+    /// Scenarios 2 and 6: objects per batch of a batched fetch.
+    public var batchSize = 1000
+    /// Scenario 4: how many contexts (threads, writers) save at once.
+    public var contexts = [1, 2, 4, 8]
+    /// Scenario 4: objects changed per save.
+    public var objectsPerSave = [1, 10]
+    /// Scenario 4: objects each context owns and updates in turn.
+    public var objectsPerContext = 1000
+    /// Scenario 4: the measured window of each configuration.
+    public var contentionSeconds = 2.0
+    /// Scenario 5: reader contexts (threads).
+    public var readers = 2
+    /// Scenario 5: the measured window of each reader configuration.
+    public var readerSeconds = 2.0
+    /// Scenario 5: objects the writer inserts per save.
+    public var writerBatch = 1000
+    /// Scenario 5: the writer saves a batch every this many seconds (flat out when it
+    /// falls behind).
+    public var writerInterval = 0.05
+    /// Scenario 6: objects changed and saved up the chain.
+    public var parentChildChanges = 10_000
+    /// Scenario 6: chain depths (1 = a child of a root context).
+    public var depths = [1, 2, 3]
+    /// Run only the scenarios whose name contains one of these (case-insensitive).
+    public var only: [String] = []
+    /// Whether this is the `--quick` configuration.
+    public var quick = false
+
+    public init() {}
+
+    /// Small sizes and short windows: everything in well under two minutes.
+    public static var quick: BenchConfig {
+        var config = BenchConfig()
+        config.quick = true
+        config.importSizes = [10_000, 50_000]
+        config.storeSize = 20_000
+        config.rounds = 3
+        config.queries = 20
+        config.objectsPerContext = 200
+        config.contentionSeconds = 0.25
+        config.readerSeconds = 0.5
+        config.parentChildChanges = 2000
+        return config
+    }
+
+    /// The scenarios, by number and name; `--only` matches either.
+    public static let scenarios: [(number: Int, name: String)] = [
+        (1, "bulk import"),
+        (2, "fetch all"),
+        (3, "indexed query"),
+        (4, "write contention"),
+        (5, "readers under a writer"),
+        (6, "parent-child"),
+    ]
+
+    /// Whether scenario `number` runs.
+    public func runs(_ number: Int) -> Bool {
+        guard !only.isEmpty else { return true }
+        let name = Self.scenarios.first { $0.number == number }?.name ?? ""
+        return only.contains { filter in
+            let filter = filter.lowercased()
+            return filter == String(number) || name.contains(filter) || "\(number) \(name)".contains(filter)
+        }
+    }
+}

@@ -1,0 +1,33 @@
+import CLMDBRaw
+import Foundation
+import GRDB
+
+/// What the table says about the machine it ran on.
+public enum Machine {
+    /// `2 cores, 23.4 GiB RAM, Linux 6.1.0-…`.
+    public static var summary: String {
+        let info = ProcessInfo.processInfo
+        var name = utsname()
+        uname(&name)
+        let kernel = withUnsafeBytes(of: &name.release) { bytes in
+            String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
+        }
+        let memory = String(format: "%.1f", Double(info.physicalMemory) / Double(1 << 30))
+        return "\(info.activeProcessorCount) cores, \(memory) GiB RAM, Linux \(kernel)"
+    }
+
+    /// The temporary directory stores are made in.
+    public static var temporaryDirectory: String {
+        FileManager.default.temporaryDirectory.path
+    }
+}
+
+/// The library versions the baselines ran against.
+public enum LibraryVersions {
+    /// `liblmdb 0.9.24, SQLite 3.40.1`.
+    public static var summary: String {
+        let lmdb = String(cString: mdb_version(nil, nil, nil))
+        let sqlite = (try? DatabaseQueue().read { db in try String.fetchOne(db, sql: "SELECT sqlite_version()") }) ?? nil
+        return "\(lmdb), SQLite \(sqlite ?? "?") through GRDB 7.10.0"
+    }
+}
