@@ -1,20 +1,21 @@
 import Strata
 
-/// The coordinator's group commit switch and write statistics, in one place.
-///
-/// PENDING: `PersistentStoreCoordinator.isGroupCommitEnabled` and `.writeStatistics` are
-/// being built on `main`. Until this branch is rebased onto them, group commit cannot be
-/// switched (``isAvailable`` is false, the runner reports it as not measured) and the
-/// commit count is not observable.
+/// The coordinator's group commit switch and write statistics, in one place
+/// (`PersistentStoreCoordinator.isGroupCommitEnabled` and `.writeStatistics`).
 public enum GroupCommit {
     /// Whether the library has the switch.
-    public static let isAvailable = false
+    public static let isAvailable = true
 
     /// Turns group commit on or off for `coordinator`'s saves.
-    public static func setEnabled(_ enabled: Bool, on coordinator: PersistentStoreCoordinator) {}
+    public static func setEnabled(_ enabled: Bool, on coordinator: PersistentStoreCoordinator) {
+        coordinator.isGroupCommitEnabled = enabled
+    }
 
     /// Saves and commits so far, or nil when the library does not count them.
-    public static func counts(of coordinator: PersistentStoreCoordinator) -> WriteCounts? { nil }
+    public static func counts(of coordinator: PersistentStoreCoordinator) -> WriteCounts? {
+        let statistics = coordinator.writeStatistics
+        return WriteCounts(saves: statistics.saves, commits: statistics.commits, largestGroup: statistics.largestGroup)
+    }
 }
 
 /// How many saves a coordinator wrote in how many LMDB commits.

@@ -201,7 +201,11 @@ extension BenchRun {
                 }
                 return worker
             }
-            if let before, let after = GroupCommit.counts(of: coordinator) { result.commits = after.commits - before.commits }
+            if let before, let after = GroupCommit.counts(of: coordinator) {
+                result.commits = after.commits - before.commits
+                let saved = workers.map(\.saves).reduce(0, +)
+                try expect(after.saves - before.saves, saved, "Strata writeStatistics saves in the window")
+            }
             GroupCommit.setEnabled(true, on: coordinator)
         case .raw:
             let raw = stores.raw
