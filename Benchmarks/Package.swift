@@ -1,11 +1,12 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
-// The StrataLMDB benchmarks: a package of its own, so the root package does not depend
-// on ordo-one/benchmark. Run from this directory:
+// The benchmarks: a package of its own, so the root package does not depend on
+// ordo-one/benchmark or GRDB. Run from this directory:
 //
-//   swift package benchmark                  # ordo-one/benchmark suite
+//   swift package benchmark                  # ordo-one/benchmark suites (StrataLMDB, Strata)
 //   swift run -c release lmdb-ratios         # StrataLMDB / raw C ratio table
+//   swift run -c release strata-bench        # Strata / raw LMDB / GRDB scenario table
 let package = Package(
     name: "StrataBenchmarks",
     dependencies: [
@@ -44,6 +45,19 @@ let package = Package(
                 .product(name: "Benchmark", package: "benchmark"),
             ],
             path: "Benchmarks/StrataLMDBBenchmarks",
+            plugins: [
+                .plugin(name: "BenchmarkPlugin", package: "benchmark"),
+            ]
+        ),
+        // `swift package benchmark`: the Strata scenarios of strata-bench, small, Strata only.
+        .executableTarget(
+            name: "StrataBenchmarks",
+            dependencies: [
+                "StrataBenchSupport",
+                .product(name: "Strata", package: "Strata"),
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/StrataBenchmarks",
             plugins: [
                 .plugin(name: "BenchmarkPlugin", package: "benchmark"),
             ]
