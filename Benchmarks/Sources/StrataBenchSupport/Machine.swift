@@ -26,7 +26,9 @@ public enum Machine {
 public enum LibraryVersions {
     /// `liblmdb 0.9.24, SQLite 3.40.1`.
     public static var summary: String {
-        let lmdb = String(cString: mdb_version(nil, nil, nil))
+        var major: Int32 = 0, minor: Int32 = 0, patch: Int32 = 0
+        _ = mdb_version(&major, &minor, &patch)
+        let lmdb = "liblmdb \(major).\(minor).\(patch)"
         let sqlite = (try? DatabaseQueue().read { db in try String.fetchOne(db, sql: "SELECT sqlite_version()") }) ?? nil
         return "\(lmdb), SQLite \(sqlite ?? "?") through GRDB 7.10.0"
     }

@@ -22,6 +22,13 @@ public func now() -> UInt64 {
     return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
 }
 
+/// CPU seconds the calling thread has used.
+public func threadCPUSeconds() -> Double {
+    var time = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
+    return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+}
+
 /// Seconds since `start` (a ``now()`` reading).
 @inline(__always)
 public func seconds(since start: UInt64) -> Double { Double(now() &- start) / 1e9 }

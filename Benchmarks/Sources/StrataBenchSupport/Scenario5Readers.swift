@@ -10,6 +10,8 @@ extension BenchRun {
         var seconds = 0.0
         /// Objects the writer saved in the window (0 when idle).
         var written = 0
+        /// CPU seconds the writer's thread used.
+        var writerCPU = 0.0
 
         var queriesPerSecond: Double { Double(queries) / seconds }
         var writtenPerSecond: Double { Double(written) / seconds }
@@ -57,7 +59,9 @@ extension BenchRun {
             report.add(ReportRow(
                 "5 · \(readers) \(label), 1% query, under a writer (\(writerText)): queries/s", rates(busy),
                 note: "objects written/s: " + Binding.allCases.map { "\($0.rawValue) \(formatCount(busy[$0]!.writtenPerSecond))" }
-                    .joined(separator: ", ") + " (asked: \(formatCount(perSecond)))"))
+                    .joined(separator: ", ") + " (asked: \(formatCount(perSecond))); the writer thread's CPU: "
+                    + Binding.allCases.map { "\($0.rawValue) \(Int((busy[$0]!.writerCPU / busy[$0]!.seconds * 100).rounded()))%" }
+                    .joined(separator: ", ") + " of a core"))
             let ratios = Dictionary(uniqueKeysWithValues: Binding.allCases.map { ($0, busy[$0]!.queriesPerSecond / idle[$0]!.queriesPerSecond) })
             report.add(ReportRow(
                 "5 · \(label): throughput under a writer / idle",
@@ -136,9 +140,10 @@ extension BenchRun {
 
         let start = now()
         let deadline = start + duration
-        let counts = try onThreads(readers + (withWriter ? 1 : 0)) { index -> Int in
+        let counts = try onThreads(readers + (withWriter ? 1 : 0)) { index -> (done: Int, cpu: Double) in
             if index == readers {
                 // The writer: a batch per interval, flat out when it falls behind.
+                let cpu = threadCPUSeconds()
                 var saved = 0
                 while now() < deadline && saved < batches.count {
                     try write(batches[saved])
@@ -147,7 +152,7 @@ extension BenchRun {
                     let current = now()
                     if due > current && due < deadline { usleep(UInt32((due - current) / 1000)) }
                 }
-                return saved
+                return (saved, threadCPUSeconds() - cpu)
             }
             var done = 0
             let mine = lowers[index]
@@ -155,13 +160,14 @@ extension BenchRun {
                 try read(index, mine[done % mine.count])
                 done += 1
             }
-            return done
+            return (done, 0)
         }
         var result = ReadersResult()
         result.seconds = seconds(since: start)
-        result.queries = counts.prefix(readers).reduce(0, +)
+        result.queries = counts.prefix(readers).map(\.done).reduce(0, +)
         if withWriter {
-            result.written = counts[readers] * batch
+            result.written = counts[readers].done * batch
+            result.writerCPU = counts[readers].cpu
             cursor.next[binding]! += Int64(result.written)
             if result.written == 0 { throw BenchFailure("\(binding.rawValue) writer saved nothing") }
         }

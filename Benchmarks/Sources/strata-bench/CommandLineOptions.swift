@@ -23,11 +23,14 @@ struct CommandLineOptions {
           --markdown-out FILE   also write the table to FILE
           --import-sizes N,...  scenario 1 sizes (default 100000,1000000; quick 10000,50000)
           --store-size N        objects in the store scenarios 2, 3, 5, 6 read (default 1000000; quick 20000)
-          --queries N           queries per round, scenarios 3 and 6 (default 50; quick 20)
+          --queries N           queries per round, scenarios 3 and 6 (default 20; quick 10)
           --batch-size N        fetchBatchSize, scenario 2 (default 1000)
           --contexts N,...      scenario 4 concurrent contexts (default 1,2,4,8)
           --objects-per-save N,...
                                 scenario 4 objects changed per save (default 1,10)
+          --objects-per-context N
+                                scenario 4 objects each context owns and updates in turn
+                                (default 100)
           --seconds S           scenario 4 window per configuration (default 2; quick 0.25)
           --readers N           scenario 5 reader contexts (default 2)
           --reader-seconds S    scenario 5 window (default 2; quick 0.5)
@@ -100,6 +103,7 @@ struct CommandLineOptions {
             case "--batch-size": options.config.batchSize = integer(argument, in: 1...10_000_000)
             case "--contexts": options.config.contexts = integers(argument, in: 1...64)
             case "--objects-per-save": options.config.objectsPerSave = integers(argument, in: 1...100_000)
+            case "--objects-per-context": options.config.objectsPerContext = integer(argument, in: 1...1_000_000)
             case "--seconds": options.config.contentionSeconds = duration(argument, in: 0.01...3600)
             case "--readers": options.config.readers = integer(argument, in: 1...64)
             case "--reader-seconds": options.config.readerSeconds = duration(argument, in: 0.01...3600)
