@@ -16,6 +16,13 @@ public enum Machine {
         return "\(info.activeProcessorCount) cores, \(memory) GiB RAM, Linux \(kernel)"
     }
 
+    /// The 1-minute load average (other work on the machine skews every number).
+    public static var loadAverage: String {
+        var loads = [0.0, 0.0, 0.0]
+        guard getloadavg(&loads, 3) == 3 else { return "?" }
+        return String(format: "%.2f", loads[0])
+    }
+
     /// The temporary directory stores are made in.
     public static var temporaryDirectory: String {
         FileManager.default.temporaryDirectory.path

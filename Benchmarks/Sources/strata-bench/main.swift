@@ -59,6 +59,7 @@ func runChild(_ request: MemoryProbe.Request) throws -> MemoryProbe.Outcome {
 }
 
 let started = now()
+let loadAtStart = Machine.loadAverage
 progress("strata-bench: \(Machine.summary); stores under \(Machine.temporaryDirectory)")
 var probe: ((MemoryProbe.Request) throws -> MemoryProbe.Outcome)?
 if options.measuresMemory { probe = { request in try runChild(request) } }
@@ -84,7 +85,8 @@ var preamble = [
     "Sizes: bulk import \(config.importSizes.map { formatCount(Double($0)) }.joined(separator: " and ")); "
         + "the read scenarios' store \(formatCount(Double(config.storeSize))) objects; \(config.queries) queries per round; "
         + "\(formatCount(Double(config.parentChildChanges))) parent–child changes.",
-    String(format: "The run took %.0f s%@.", elapsed, config.quick ? " (--quick)" : ""),
+    "The run took \(Int(elapsed.rounded())) s\(config.quick ? " (--quick)" : ""); 1-minute load average \(loadAtStart) at the start, "
+        + "\(Machine.loadAverage) at the end (the machine's other work shares its \(ProcessInfo.processInfo.activeProcessorCount) cores).",
 ]
 if !config.only.isEmpty { preamble.append("Only: \(config.only.joined(separator: ", ")).") }
 let markdown = run.report.markdown(title: "Strata benchmarks", preamble: preamble)
