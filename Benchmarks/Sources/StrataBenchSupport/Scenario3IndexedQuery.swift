@@ -79,7 +79,7 @@ extension BenchRun {
                 let snapshot = try stores.grdb.pool.makeSnapshot()
                 return try timed {
                     for lower in queries.lowers {
-                        let records = try snapshot.read { db in try GRDBStore.range(db, lower: lower, upper: lower + width, limit: 0) }
+                        let records = try snapshot.read { db in try GRDBStore.range(db, lower: lower, upper: lower + width, limit: limit) }
                         _ = try checkRange(records, lower: lower, expectedCount: expectedCount, "GRDB snapshot")
                     }
                 }

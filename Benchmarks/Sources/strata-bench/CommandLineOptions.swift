@@ -96,7 +96,13 @@ struct CommandLineOptions {
                     options.config.only.append(filter)
                 }
             case "--rounds": options.config.rounds = integer(argument, in: 1...1000)
-            case "--markdown-out": options.markdownOut = value(argument)
+            case "--markdown-out":
+                let path = value(argument)
+                let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
+                guard FileManager.default.isWritableFile(atPath: directory) else {
+                    fail("--markdown-out: cannot write into \(directory)")
+                }
+                options.markdownOut = path
             case "--import-sizes": options.config.importSizes = integers(argument, in: 1...100_000_000)
             case "--store-size": options.config.storeSize = integer(argument, in: 100...100_000_000)
             case "--queries": options.config.queries = integer(argument, in: 1...1_000_000)
