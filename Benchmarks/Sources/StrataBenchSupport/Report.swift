@@ -135,9 +135,7 @@ public struct DetailTable: Sendable {
 }
 
 /// Everything a run prints: the summary rows, detail tables and notes.
-public final class Report: @unchecked Sendable {
-    // @unchecked Sendable because the runner fills it from one thread, scenario after
-    // scenario.
+public final class Report {
     public var rows: [ReportRow] = []
     public var details: [DetailTable] = []
     public var notes: [String] = []

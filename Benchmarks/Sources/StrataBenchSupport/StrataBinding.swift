@@ -81,10 +81,7 @@ public enum StrataWork {
     public static func fetchAllRealised(in context: isolated ManagedObjectContext) throws -> (count: Int, checksum: Int64) {
         var request = FetchRequest<Item>()
         request.returnsObjectsAsFaults = false
-        let items = try context.fetch(request)
-        var checksum: Int64 = 0
-        for item in items { checksum &+= item.checksum }
-        return (items.count, checksum)
+        return try fetchAndTouch(request, in: context)
     }
 
     /// Every item as a fault with `fetchBatchSize = batchSize`, walked in order, every
@@ -92,6 +89,13 @@ public enum StrataWork {
     public static func fetchAllBatched(batchSize: Int, in context: isolated ManagedObjectContext) throws -> (count: Int, checksum: Int64) {
         var request = FetchRequest<Item>()
         request.fetchBatchSize = batchSize
+        return try fetchAndTouch(request, in: context)
+    }
+
+    /// Fetches `request` and reads every attribute of every object.
+    private static func fetchAndTouch(
+        _ request: FetchRequest<Item>, in context: isolated ManagedObjectContext
+    ) throws -> (count: Int, checksum: Int64) {
         let items = try context.fetch(request)
         var checksum: Int64 = 0
         for item in items { checksum &+= item.checksum }
