@@ -6,7 +6,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DOCS := .build/docs
 SYMBOLS := $(DOCS)/symbol-graphs
 
-.PHONY: all deps run test tsan bench bench-ratios docs fuzz clean
+.PHONY: all deps bench-deps run test tsan bench bench-quick bench-build bench-suite bench-ratios docs fuzz clean
 
 all: test
 
@@ -29,14 +29,37 @@ test: deps
 
 ## The concurrency suites (contexts, executors, coordinator, stores) under ThreadSanitizer,
 ## in a scratch folder of their own. Any report fails the run.
-TSAN_SUITES ?= Context|Container|ObjectGraph|Coordinator|StoreFileConcurrency|FetchPlanner|QueryGeneration
+TSAN_SUITES ?= Context|Container|ObjectGraph|Coordinator|StoreFileConcurrency|FetchPlanner|QueryGeneration|GroupCommit
 tsan: deps
 	TSAN_OPTIONS=halt_on_error=1 $(SWIFT) test --sanitize=thread --scratch-path .build-tsan --filter '$(TSAN_SUITES)'
 
-## Benchmarks (a separate package, so users never resolve benchmark-only dependencies).
-bench: deps
+## Benchmarks: a separate package (Benchmarks/), so users never resolve benchmark-only
+## dependencies. Its GRDB baseline needs Debian's libsqlite3-dev, installed when missing.
+bench-deps: deps
+	@if ! pkg-config --exists sqlite3; then \
+		echo "Installing libsqlite3-dev with apt-get..."; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends libsqlite3-dev; \
+	fi
+	@pkg-config --exists sqlite3 || { echo "error: libsqlite3-dev is still missing" >&2; exit 1; }
+
+## Every scenario through Strata, raw liblmdb and GRDB in one run; prints a markdown table
+## of times and ratios. BENCH_ARGS passes options (see `strata-bench --help`).
+BENCH_ARGS ?=
+bench: bench-deps
+	cd Benchmarks && $(SWIFT) run -c release strata-bench $(BENCH_ARGS)
+
+## The same at small sizes, in under two minutes once built.
+bench-quick: bench-deps
+	cd Benchmarks && $(SWIFT) run -c release strata-bench --quick $(BENCH_ARGS)
+
+## Builds the Benchmarks package (CI does this after the tests, so it cannot rot).
+bench-build: bench-deps
+	cd Benchmarks && $(SWIFT) build
+
+## The ordo-one/benchmark suite (wall clock, CPU, mallocs per scenario).
+bench-suite: bench-deps
 	cd Benchmarks && $(SWIFT) package benchmark
-	$(MAKE) bench-ratios
 
 ## StrataLMDB against raw liblmdb in one process, printed as ratios.
 bench-ratios: deps
