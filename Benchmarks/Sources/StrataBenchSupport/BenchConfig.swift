@@ -17,8 +17,6 @@ public struct BenchConfig: Sendable {
     /// Scenario 4: objects changed per save.
     public var objectsPerSave = [1, 10]
     /// Scenario 4: objects each context owns (registered, retained) and updates in turn.
-    /// Strata's save cost grows with a context's registered objects, so this is part of
-    /// what is measured (see Benchmarks/README.md).
     public var objectsPerContext = 100
     /// Scenario 4: the measured window of each configuration.
     public var contentionSeconds = 2.0

@@ -4,8 +4,8 @@ import Strata
 extension BenchRun {
     /// Who writes in a contention window.
     enum Writer: Hashable, CustomStringConvertible {
-        /// Strata; `groupCommit` nil when the library has no switch (its default runs).
-        case strata(groupCommit: Bool?)
+        /// Strata, with the coordinator's group commit on or off.
+        case strata(groupCommit: Bool)
         case raw
         case grdb
 
@@ -19,9 +19,8 @@ extension BenchRun {
 
         var description: String {
             switch self {
-            case .strata(groupCommit: nil): "Strata"
-            case .strata(groupCommit: true?): "Strata, group commit on"
-            case .strata(groupCommit: false?): "Strata, group commit off"
+            case .strata(groupCommit: true): "Strata, group commit on"
+            case .strata(groupCommit: false): "Strata, group commit off"
             case .raw: "raw LMDB"
             case .grdb: "GRDB"
             }
@@ -105,9 +104,7 @@ extension BenchRun {
         var detail = DetailTable(
             title: "Write contention (scenario 4): every window",
             header: ["durability", "contexts", "objects/save", "who", "saves/s", "p50", "p99", "conflicts", "saves/commit"])
-        let writers: [Writer] = GroupCommit.isAvailable
-            ? [.strata(groupCommit: true), .strata(groupCommit: false), .raw, .grdb]
-            : [.strata(groupCommit: nil), .raw, .grdb]
+        let writers: [Writer] = [.strata(groupCommit: true), .strata(groupCommit: false), .raw, .grdb]
         var window = 0
         for sync in [false, true] {
             let durability = sync ? "sync on" : "sync off"
@@ -142,14 +139,12 @@ extension BenchRun {
                         if let on = results[.strata(groupCommit: true)], let off = results[.strata(groupCommit: false)] {
                             let gain = on.savesPerSecond / off.savesPerSecond
                             target = Target(String(format: "group commit on ≥ 4× saves/s of off (%.2f×)", gain), met: gain >= 4)
-                        } else {
-                            target = Target("group commit on ≥ 4× off: the library has no group commit switch yet", met: nil)
                         }
                     }
                     let conflicts = writers.map { results[$0]!.conflicts }.reduce(0, +)
                     report.add(ReportRow(
                         "4 · \(contexts) context\(contexts == 1 ? "" : "s"), \(perSave) object\(perSave == 1 ? "" : "s")/save, \(durability): saves/s"
-                            + (GroupCommit.isAvailable ? " (Strata: group commit on)" : ""),
+                            + " (Strata: group commit on)",
                         [.strata: .rate(main.savesPerSecond, "/s"), .raw: .rate(results[.raw]!.savesPerSecond, "/s"),
                          .grdb: .rate(results[.grdb]!.savesPerSecond, "/s")],
                         target: target,
@@ -162,11 +157,8 @@ extension BenchRun {
         report.notes.append(
             "Write contention (scenario 4): each context updates its own \(config.objectsPerContext) objects in turn (Strata: registered "
                 + "and retained in the context; raw: rows by id; GRDB: Codable records, `update`); saves/s counts every thread's saves "
-                + "over the window; conflicts are saves that threw a merge conflict. A Strata save's cost grows with the objects "
-                + "registered in its context (`--objects-per-context` changes it).")
-        if !GroupCommit.isAvailable {
-            report.notes.append("Group commit could not be switched: this build of Strata has no `isGroupCommitEnabled` (Strata ran with its default write path); saves per commit unknown for Strata.")
-        }
+                + "over the window; conflicts are saves that threw a merge conflict (`--objects-per-context` changes how many "
+                + "objects each context owns).")
     }
 
     private func p99(_ result: ContentionResult) -> String {
@@ -185,8 +177,8 @@ extension BenchRun {
         switch writer {
         case .strata(let groupCommit):
             let coordinator = stores.strata.coordinator
-            if let groupCommit { GroupCommit.setEnabled(groupCommit, on: coordinator) }
-            let before = GroupCommit.counts(of: coordinator)
+            coordinator.isGroupCommitEnabled = groupCommit
+            let before = coordinator.writeStatistics
             // Each context reads its own objects once, before the window.
             let team = try (0..<contexts).map { index in
                 let context = stores.strata.makeContext(name: "writer \(index)")
@@ -217,12 +209,10 @@ extension BenchRun {
                 }
                 return worker
             }
-            if let before, let after = GroupCommit.counts(of: coordinator) {
-                result.commits = after.commits - before.commits
-                let saved = workers.map(\.saves).reduce(0, +)
-                try expect(after.saves - before.saves, saved, "Strata writeStatistics saves in the window")
-            }
-            GroupCommit.setEnabled(true, on: coordinator)
+            let after = coordinator.writeStatistics
+            result.commits = after.commits - before.commits
+            try expect(after.saves - before.saves, workers.map(\.saves).reduce(0, +), "Strata writeStatistics saves in the window")
+            coordinator.isGroupCommitEnabled = true
         case .raw:
             let raw = stores.raw
             start = now()

@@ -109,11 +109,24 @@ final class PendingSave: @unchecked Sendable {
 
     /// Blocks until another saver wrote this save or handed the lead to it.
     func waitForTurn() -> Turn {
+        // A commit without a flush takes some tens of microseconds: look a few times
+        // before sleeping, since a sleep and a wake-up cost about as much.
+        let deadline = DispatchTime.now().uptimeNanoseconds + Self.spinNanoseconds
+        repeat {
+            condition.lock()
+            let current = turn
+            condition.unlock()
+            if let current { return current }
+            sched_yield()
+        } while DispatchTime.now().uptimeNanoseconds < deadline
         condition.lock()
         defer { condition.unlock() }
         while turn == nil { condition.wait() }
         return turn ?? .done
     }
+
+    /// How long a waiting saver looks for its turn before it sleeps.
+    static let spinNanoseconds: UInt64 = 20_000
 }
 
 /// The saves waiting to be written, who writes them, the group-commit setting and the
