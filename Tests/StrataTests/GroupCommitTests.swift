@@ -62,6 +62,31 @@ struct GroupCommitTests {
         }
     }
 
+    /// Store options with a 1 MiB map, which a few hundred 2 KB notes fill.
+    static var smallMap: PersistentStore.Options {
+        var options = CoordinatorStoreTests.options
+        options.mapSize = 1 << 20
+        return options
+    }
+
+    /// `savers` contexts each inserting 150 notes of about 2 KB (titled "saver-index") and saving.
+    static func saveLargeNotes(savers: Int, on coordinator: PersistentStoreCoordinator) -> [Task<Void, any Error>] {
+        let body = String(repeating: "x", count: 2_000)
+        return (0..<savers).map { saver in
+            Task {
+                try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+                    for index in 0..<150 {
+                        let note = Note()
+                        note.title = "\(saver)-\(index)"
+                        note.body = body
+                        try context.insert(note)
+                    }
+                    try context.save()
+                }
+            }
+        }
+    }
+
     @Test("saves that arrive during a write share one commit; each returns after it with its own permanent IDs")
     func savesShareOneCommit() async throws {
         let directory = TemporaryDirectory()
@@ -162,24 +187,10 @@ struct GroupCommitTests {
     func groupGrowsTheMap() async throws {
         let directory = TemporaryDirectory()
         let coordinator = PersistentStoreCoordinator(managedObjectModel: NotesModel.model)
-        var options = CoordinatorStoreTests.options
-        options.mapSize = 1 << 20
+        let options = Self.smallMap
         let store = try await coordinator.addPersistentStore(at: directory.url.appendingPathComponent("Small.strata"), options: options)
         let gate = await WriteQueueGate(coordinator)
-        let body = String(repeating: "x", count: 2_000)
-        let saves = (0..<4).map { saver in
-            Task {
-                try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
-                    for index in 0..<150 {
-                        let note = Note()
-                        note.title = "\(saver)-\(index)"
-                        note.body = body
-                        try context.insert(note)
-                    }
-                    try context.save()
-                }
-            }
-        }
+        let saves = Self.saveLargeNotes(savers: 4, on: coordinator)
         #expect(await gate.waits(for: 4))
         gate.open()
         for save in saves { try await save.value }
@@ -194,28 +205,14 @@ struct GroupCommitTests {
     func storageFailureSplitsTheGroup() async throws {
         let directory = TemporaryDirectory()
         let coordinator = PersistentStoreCoordinator(managedObjectModel: NotesModel.model)
-        var options = CoordinatorStoreTests.options
-        options.mapSize = 1 << 20
+        let options = Self.smallMap
         try await coordinator.addPersistentStore(at: directory.url.appendingPathComponent("Small.strata"), options: options)
         let pinned = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "pinned")
         try await pinned.perform { try $0.setQueryGenerationFrom(.current) }
         #expect(try await QueryGenerationTests.noteCount(in: pinned) == 0)  // the snapshot is open: no growth
 
         let gate = await WriteQueueGate(coordinator)
-        let body = String(repeating: "x", count: 2_000)
-        let saves = (0..<4).map { saver in
-            Task {
-                try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
-                    for index in 0..<150 {
-                        let note = Note()
-                        note.title = "\(saver)-\(index)"
-                        note.body = body
-                        try context.insert(note)
-                    }
-                    try context.save()
-                }
-            }
-        }
+        let saves = Self.saveLargeNotes(savers: 4, on: coordinator)
         #expect(await gate.waits(for: 4))
         gate.open()
         var succeeded = 0

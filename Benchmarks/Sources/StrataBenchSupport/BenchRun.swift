@@ -68,16 +68,26 @@ public final class BenchRun {
     }
 }
 
+/// A row a range query returns: a record, or Strata's `Item`.
+protocol RankedRow {
+    /// The indexed attribute.
+    var rank: Int64 { get }
+    /// Every attribute read, summed.
+    var checksum: Int64 { get }
+}
+
+extension BenchRecord: RankedRow {}
+
 /// Checks a range query's result (count, rank order from `lower`) and returns its
 /// checksum, every attribute touched.
-func checkRange(_ records: [BenchRecord], lower: Int64, expectedCount: Int, _ who: String) throws -> Int64 {
-    try expect(records.count, expectedCount, "\(who) range query from \(lower) count")
+func checkRange<Row: RankedRow>(_ rows: [Row], lower: Int64, expectedCount: Int, _ who: String) throws -> Int64 {
+    try expect(rows.count, expectedCount, "\(who) range query from \(lower) count")
     var checksum: Int64 = 0
     var rank = lower
-    for record in records {
-        if record.rank != rank { throw BenchFailure("\(who) range query: rank \(record.rank) where \(rank) was due") }
+    for row in rows {
+        if row.rank != rank { throw BenchFailure("\(who) range query: rank \(row.rank) where \(rank) was due") }
         rank += 1
-        checksum &+= record.checksum
+        checksum &+= row.checksum
     }
     return checksum
 }

@@ -133,15 +133,7 @@ public enum StrataWork {
         lower: Int64, width: Int64, limit: Int, expectedCount: Int, in context: isolated ManagedObjectContext
     ) throws -> Int64 {
         let items = try context.fetch(rangeRequest(lower: lower, upper: lower + width, limit: limit))
-        try expect(items.count, expectedCount, "Strata range query [\(lower), +\(width)) limit \(limit) count")
-        var checksum: Int64 = 0
-        var expectedRank = lower
-        for item in items {
-            if item.rank != expectedRank { throw BenchFailure("Strata range query: rank \(item.rank) where \(expectedRank) was due") }
-            expectedRank += 1
-            checksum &+= item.checksum
-        }
-        return checksum
+        return try checkRange(items, lower: lower, expectedCount: expectedCount, "Strata (limit \(limit))")
     }
 
     /// Inserts `records` as new items and saves; then forgets them (`reset()`), so that a
@@ -197,3 +189,5 @@ public enum StrataWork {
         return try context.count(for: request) == Int(upper - lower)
     }
 }
+
+extension Item: RankedRow {}
