@@ -60,11 +60,11 @@ extension PersistentStoreCoordinator {
         }
         let request = PendingSave(saves, pinning: pinning)
         switch writeGroups.enqueue(request) {
-        case nil:
+        case .alone:
             writeQueue.sync { write([request]) }
-        case true?:
+        case .lead:
             lead(request)
-        case false?:
+        case .wait:
             if request.waitForTurn() == .lead { lead(request) }
         }
         guard let result = request.result else {

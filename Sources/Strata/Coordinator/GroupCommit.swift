@@ -47,8 +47,8 @@ extension PersistentStoreCoordinator {
 }
 
 /// One save waiting for the write queue, and then its result.
-// @unchecked Sendable: `result` and `turn` are read and written with `condition` locked;
-// `saves` and `pinning` never change.
+// @unchecked Sendable because `_result` and `turn` are only read and written with
+// `condition` locked, and `saves` and `pinning` never change after init.
 final class PendingSave: @unchecked Sendable {
     /// What the save asks of each store.
     let saves: [StoreSave]
@@ -159,15 +159,24 @@ final class WriteGroups: Sendable {
     /// How many saves wait for a write job.
     var waitingCount: Int { state.withLock { $0.waiting.count } }
 
-    /// Queues `save`. nil when group commit is off (the save is then written by a job of
-    /// its own); true when the caller leads now; false when it must wait for its turn.
-    func enqueue(_ save: PendingSave) -> Bool? {
+    /// What a save does after ``enqueue(_:)``.
+    enum Admission {
+        /// Group commit is off: the save is written by a write job of its own.
+        case alone
+        /// No group is being written: the caller leads the next one now.
+        case lead
+        /// A leader is writing: the caller waits for its turn (``PendingSave/waitForTurn()``).
+        case wait
+    }
+
+    /// Queues `save` for the next group, unless group commit is off.
+    func enqueue(_ save: PendingSave) -> Admission {
         state.withLock { state in
-            guard state.enabled else { return nil }
+            guard state.enabled else { return .alone }
             state.waiting.append(save)
-            if state.leading { return false }
+            if state.leading { return .wait }
             state.leading = true
-            return true
+            return .lead
         }
     }
 
