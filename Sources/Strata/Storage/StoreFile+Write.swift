@@ -16,16 +16,20 @@ extension StoreFile {
     ///   ``StrataError/storage(_:)``), or what `body` throws.
     @discardableResult
     func write<R>(_ body: (inout StoreWriter) throws -> R) throws -> R {
-        try StoreFile.translatingStorageErrors {
+        let result = try StoreFile.translatingStorageErrors {
             try environment.write { txn in
                 try withUnsafePointer(to: txn) { transaction in
+                    CrashPoint.beforeWrite.reach()
                     var writer = StoreWriter(reader: StoreReader(store: self, transaction: transaction))
                     let result = try body(&writer)
                     try writer.finish()
+                    CrashPoint.beforeCommit.reach()
                     return result
                 }
             }
         }
+        CrashPoint.afterCommit.reach()
+        return result
     }
 
     /// Runs `body` with one LMDB write transaction of this store and commits it when
@@ -34,11 +38,18 @@ extension StoreFile {
     /// when `body` throws, and **run again from the start** when the map grows.
     @discardableResult
     func writeGroup<R>(_ body: (UnsafePointer<WriteTransaction>) throws -> R) throws -> R {
-        try StoreFile.translatingStorageErrors {
+        let result = try StoreFile.translatingStorageErrors {
             try environment.write { txn in
-                try withUnsafePointer(to: txn) { try body($0) }
+                try withUnsafePointer(to: txn) { transaction in
+                    CrashPoint.beforeWrite.reach()
+                    let result = try body(transaction)
+                    CrashPoint.beforeCommit.reach()
+                    return result
+                }
             }
         }
+        CrashPoint.afterCommit.reach()
+        return result
     }
 
     /// Runs `body` with a writer over a nested transaction of `parent` (a transaction of
@@ -275,14 +286,19 @@ struct StoreWriter: ~Copyable {
         guard conflicts.isEmpty else { throw StoreWriteError.conflict(conflicts) }
 
         var versions: [ManagedObjectID: UInt64] = [:]
+        // The first row written is where `mid-write` crashes (CrashPoint).
+        var midWrite: CrashPoint? = .midWrite
         for deletion in changes.deleted {
             try delete(deletion.objectID, expectedVersion: deletion.expectedVersion)
+            midWrite?.reach(); midWrite = nil
         }
         for snapshot in changes.inserted {
             versions[snapshot.objectID] = try insert(snapshot)
+            midWrite?.reach(); midWrite = nil
         }
         for snapshot in changes.updated {
             versions[snapshot.objectID] = try update(snapshot)
+            midWrite?.reach(); midWrite = nil
         }
         return versions
     }
