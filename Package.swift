@@ -9,6 +9,8 @@ let package = Package(
         // Fixtures for tests of code that uses Strata (temporary store directories).
         .library(name: "StrataTesting", targets: ["StrataTesting"]),
         .executable(name: "strata", targets: ["StrataCLI"]),
+        // The reliability suite's long runs and crash workers (`make reliability`).
+        .executable(name: "strata-reliability", targets: ["StrataReliabilityTool"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -35,6 +37,15 @@ let package = Package(
         .executableTarget(name: "RecordDecoderFuzzer", dependencies: ["Strata"]),
         // libFuzzer target for the predicate format parser: `make fuzz` (replays files when built normally).
         .executableTarget(name: "PredicateParserFuzzer", dependencies: ["Strata"]),
+        // The reliability suite: a ledger model, crash workers, store audits, fault runs.
+        .target(name: "StrataReliability", dependencies: ["Strata", "StrataTesting"]),
+        .executableTarget(
+            name: "StrataReliabilityTool",
+            dependencies: [
+                "StrataReliability", "Strata",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
         .executableTarget(
             name: "StrataCLI",
             dependencies: [
@@ -49,6 +60,10 @@ let package = Package(
                 "Strata", "StrataTesting",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
+        ),
+        .testTarget(
+            name: "StrataReliabilityTests",
+            dependencies: ["StrataReliability", "Strata", "StrataLMDB", "StrataTesting", "StrataReliabilityTool"]
         ),
         .testTarget(
             name: "StrataCLITests",

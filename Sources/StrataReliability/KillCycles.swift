@@ -1,0 +1,153 @@
+import Foundation
+import Strata
+import StrataTesting
+
+/// The kill -9 durability run: start a worker that saves, kill it at a random moment
+/// (or let an armed crash point kill it inside a save), reopen the store, audit it.
+public struct KillCycles: Sendable {
+    /// How each cycle's worker dies.
+    public enum Mode: String, Sendable, CaseIterable {
+        /// The parent sends SIGKILL after a random delay.
+        case kill
+        /// `STRATA_CRASH_POINT` makes the worker kill itself inside a save.
+        case crashPoints = "crash-points"
+    }
+
+    /// The number of cycles.
+    public var cycles = 200
+    /// How the workers die.
+    public var mode = Mode.kill
+    /// The seed of the run: kill delays, durabilities, crash points and save plans.
+    public var seed: UInt64 = 1
+    /// The longest delay before the kill, in milliseconds (the worker starts in about 30).
+    public var maximumDelay = 250
+    /// A fresh store every this many cycles, so audits stay quick.
+    public var cyclesPerStore = 25
+    /// Where the stores go (removed at the end unless a problem was found).
+    public var directory: URL
+    /// The `strata-reliability` executable the workers run.
+    public var tool = reliabilityToolPath()
+
+    /// A run over stores in `directory`.
+    public init(directory: URL) { self.directory = directory }
+
+    /// What a run found.
+    public struct Report: Sendable, CustomStringConvertible {
+        public var cycles = 0
+        /// Saves the workers acknowledged (each one must survive).
+        public var acknowledgedSaves = 0
+        /// Saves found committed by the audits (acknowledged ones, plus saves that
+        /// committed but died before their acknowledgement).
+        public var committedSaves = 0
+        /// Cycles where a save committed whose acknowledgement the kill cut off.
+        public var unacknowledgedCommits = 0
+        /// Cycles whose worker died before it opened the store.
+        public var killedBeforeStart = 0
+        /// Cycles ended by a crash point (``Mode/crashPoints``), by point name.
+        public var crashPointHits: [String: Int] = [:]
+        /// Cycles by durability.
+        public var durabilities: [String: Int] = [:]
+        /// Lost or phantom saves, partial saves, index or relationship damage, worker
+        /// errors: each with its cycle. Empty when the run passed.
+        public var problems: [String] = []
+        /// The wall-clock time of the run, in seconds.
+        public var seconds = 0.0
+
+        /// One line per figure, for the log and the Reliability article.
+        public var description: String {
+            let hits = crashPointHits.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            let modes = durabilities.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            return """
+                cycles: \(cycles) (\(modes)) in \(String(format: "%.1f", seconds)) s
+                acknowledged saves: \(acknowledgedSaves); committed: \(committedSaves); committed but unacknowledged at the kill: \(unacknowledgedCommits)
+                killed before opening the store: \(killedBeforeStart)
+                \(hits.isEmpty ? "" : "crash points hit: \(hits) (total \(crashPointHits.values.reduce(0, +)))\n")problems: \(problems.count)\(problems.prefix(20).map { "\n  - \($0)" }.joined())
+                """
+        }
+    }
+
+    private static let durabilities: [(name: String, value: PersistentStore.Options.Durability)] = [
+        ("sync", .sync), ("noMetaSync", .noMetaSync), ("noSync", .noSync),
+    ]
+
+    /// Runs the cycles; `progress` is called after each with the report so far.
+    public func run(progress: (Report) -> Void = { _ in }) async -> Report {
+        var report = Report()
+        let began = Date()
+        var random = SeededRandomNumberGenerator(seed: seed)
+        var auditor = LedgerAuditor(seed: seed)
+        var acknowledged = 0
+        var store = directory.appendingPathComponent("ledger-0.strata")
+        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        for cycle in 0..<cycles {
+            if cycle % cyclesPerStore == 0 {
+                try? FileManager.default.removeItem(at: store)
+                store = directory.appendingPathComponent("ledger-\(cycle / cyclesPerStore).strata")
+                auditor = LedgerAuditor(seed: seed)
+                acknowledged = 0
+            }
+            let durability = Self.durabilities[Int(random.next() % 3)]
+            report.durabilities[durability.name, default: 0] += 1
+            var environment: [String: String] = ["STRATA_CRASH_POINT": ""]
+            var armed: String?
+            if mode == .crashPoints {
+                let point = ["before-write", "mid-write", "before-commit", "after-commit"][Int(random.next() % 4)]
+                armed = point
+                environment["STRATA_CRASH_POINT"] = "\(point)@\(1 + random.next() % 4)"
+            }
+            let output = directory.appendingPathComponent("worker.out").path
+            let errors = directory.appendingPathComponent("worker.err").path
+            let arguments = ["worker", "--store", store.path, "--seed", String(seed), "--durability", durability.name]
+            let child: ChildProcess
+            do {
+                child = try ChildProcess.spawn(tool, arguments, environment: environment, outputPath: output, errorPath: errors)
+            } catch {
+                report.problems.append("cycle \(cycle): \(error)")
+                break
+            }
+            let termination: ChildProcess.Termination
+            switch mode {
+            case .kill:
+                usleep(UInt32(random.next() % UInt64(maximumDelay + 1)) * 1_000)
+                child.kill()
+                termination = child.wait()
+            case .crashPoints:
+                let (ended, killed) = child.wait(atMost: 60)
+                termination = ended
+                if killed { report.problems.append("cycle \(cycle): the crash point \(environment["STRATA_CRASH_POINT"] ?? "") was not reached in 60 s") }
+            }
+            let lines = child.output.split(separator: "\n")
+            if !lines.contains(where: { $0.hasPrefix("start ") }) { report.killedBeforeStart += 1 }
+            for line in lines where line.hasPrefix("error ") {
+                report.problems.append("cycle \(cycle): the worker failed: \(line.dropFirst(6))")
+            }
+            if termination != .signalled(SIGKILL) {
+                report.problems.append("cycle \(cycle): the worker ended with \(termination), not SIGKILL: \(child.errorOutput.suffix(500))")
+            }
+            if let armed, child.errorOutput.contains("crash point \(armed)") {
+                report.crashPointHits[armed, default: 0] += 1
+            }
+            let acks = lines.compactMap { $0.hasPrefix("ack ") ? Int($0.dropFirst(4)) : nil }
+            if let last = acks.max() {
+                report.acknowledgedSaves += acks.count
+                acknowledged = max(acknowledged, last + 1)
+            }
+            do {
+                let before = auditor.committed
+                let finding = try await auditor.audit(store: store, acknowledged: acknowledged)
+                report.committedSaves += max(0, finding.committed - before)
+                if finding.committed > acknowledged { report.unacknowledgedCommits += 1 }
+                acknowledged = max(acknowledged, finding.committed)
+                report.problems += finding.problems.map { "cycle \(cycle) (seed \(seed), \(durability.name)): \($0)" }
+            } catch {
+                report.problems.append("cycle \(cycle) (seed \(seed)): the store cannot be reopened: \(error)")
+            }
+            report.cycles += 1
+            report.seconds = Date().timeIntervalSince(began)
+            progress(report)
+            if report.problems.count > 50 { break }
+        }
+        if report.problems.isEmpty { try? FileManager.default.removeItem(at: directory) }
+        return report
+    }
+}

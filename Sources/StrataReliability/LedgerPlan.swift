@@ -1,0 +1,124 @@
+import StrataTesting
+
+/// What the ledger holds after a number of saves, computed without Strata: the worker
+/// replays it to know what to save next, the audit to know what the store must hold.
+public struct LedgerState: Equatable, Sendable {
+    /// A customer: its tier and the names of its accounts.
+    public struct Customer: Equatable, Sendable {
+        public var tier: Int16
+        public var accounts: Set<String>
+    }
+
+    /// An account: its balance and its customer's name.
+    public struct Account: Equatable, Sendable {
+        public var balance: Int64
+        public var customer: String
+    }
+
+    /// Customers by name.
+    public var customers: [String: Customer] = [:]
+    /// Accounts by name.
+    public var accounts: [String: Account] = [:]
+    /// Batch digests by sequence number.
+    public var batches: [Int64: String] = [:]
+
+    /// The empty ledger.
+    public init() {}
+
+    /// The ledger after saves `0..<count` of seed `seed`.
+    public static func after(_ count: Int, seed: UInt64) -> LedgerState {
+        var state = LedgerState()
+        for sequence in 0..<count {
+            state.apply(LedgerSave.plan(sequence, seed: seed, after: state))
+        }
+        return state
+    }
+
+    /// Applies one save.
+    public mutating func apply(_ save: LedgerSave) {
+        batches[save.sequence] = save.digest
+        customers[save.customer] = Customer(tier: save.tier, accounts: Set(save.accounts.map(\.name)))
+        for account in save.accounts {
+            accounts[account.name] = Account(balance: account.balance, customer: save.customer)
+        }
+        if let transfer = save.transfer {
+            accounts[transfer.from]?.balance -= transfer.amount
+            accounts[transfer.to]?.balance += transfer.amount
+        }
+        if let change = save.tierChange {
+            customers[change.customer]?.tier = change.tier
+        }
+        if let name = save.deletion, let customer = customers.removeValue(forKey: name) {
+            for account in customer.accounts { accounts[account] = nil }
+        }
+    }
+}
+
+/// One save of the ledger, a pure function of its sequence number, the seed and the
+/// state before it.
+public struct LedgerSave: Sendable {
+    /// Which context path the worker saves it through.
+    public enum Route: Int, Sendable, CaseIterable {
+        /// A private-queue root context.
+        case privateRoot
+        /// A child of the private-queue root: saved into it, then the root saves.
+        case child
+        /// A second root context, on the main queue.
+        case mainRoot
+    }
+
+    public var sequence: Int64
+    public var route: Route
+    public var digest: String
+    /// The new customer and its accounts.
+    public var customer: String
+    public var tier: Int16
+    public var accounts: [(name: String, balance: Int64)]
+    /// Money moved between two existing accounts.
+    public var transfer: (from: String, to: String, amount: Int64)?
+    /// A new tier for an existing customer.
+    public var tierChange: (customer: String, tier: Int16)?
+    /// An existing customer deleted with its accounts (none of the transfer's).
+    public var deletion: String?
+
+    /// The objects the save touches: inserted, updated and deleted (accounts cascade).
+    public var touches: Int {
+        1 + 1 + accounts.count + (transfer == nil ? 0 : 2) + (tierChange == nil ? 0 : 1) + (deletion == nil ? 0 : 1)
+    }
+
+    /// Save `sequence` of seed `seed`, given the state before it.
+    public static func plan(_ sequence: Int, seed: UInt64, after state: LedgerState) -> LedgerSave {
+        var random = SeededRandomNumberGenerator(seed: seed ^ (UInt64(sequence) &* 0x9E37_79B9_7F4A_7C15))
+        let name = "c\(sequence)"
+        let accountCount = 1 + Int(random.next() % 3)
+        let accounts = (0..<accountCount).map { ("\(name).a\($0)", Int64(random.next() % 1_000)) }
+        let digestLength = 8 + Int(random.next() % 1_500)
+        let digest = String(repeating: String(sequence % 10), count: digestLength)
+        var save = LedgerSave(
+            sequence: Int64(sequence), route: Route(rawValue: Int(random.next() % 3)) ?? .privateRoot,
+            digest: digest, customer: name, tier: Int16(random.next() % 5), accounts: accounts)
+
+        let accountNames = state.accounts.keys.sorted()
+        var involved: Set<String> = []
+        if accountNames.count >= 2, random.next() % 4 != 0 {
+            let from = accountNames[Int(random.next() % UInt64(accountNames.count))]
+            let to = accountNames[Int(random.next() % UInt64(accountNames.count))]
+            if from != to {
+                save.transfer = (from, to, Int64(random.next() % 100))
+                involved = Set([state.accounts[from]?.customer, state.accounts[to]?.customer].compactMap { $0 })
+            }
+        }
+        let customerNames = state.customers.keys.sorted()
+        if !customerNames.isEmpty, random.next() % 3 == 0 {
+            let customer = customerNames[Int(random.next() % UInt64(customerNames.count))]
+            save.tierChange = (customer, Int16(random.next() % 5))
+        }
+        if customerNames.count > 3, random.next() % 3 == 0 {
+            let customer = customerNames[Int(random.next() % UInt64(customerNames.count))]
+            if !involved.contains(customer), customer != save.tierChange?.customer {
+                save.deletion = customer
+            }
+        }
+        return save
+    }
+}

@@ -1,0 +1,43 @@
+import ArgumentParser
+import Foundation
+import Strata
+import StrataReliability
+
+/// `strata-reliability worker`: saves the ledger until killed, acknowledging each save
+/// on standard output (`ack N`) only after its root `save()` returned.
+struct WorkerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "worker",
+        abstract: "Save the ledger until killed, printing 'ack N' after each save returns (a child of the runs).")
+
+    @Option(help: "The store directory.")
+    var store: String
+
+    @Option(help: "The seed of the save plan.")
+    var seed: UInt64 = 1
+
+    @Option(help: "sync, noMetaSync or noSync.")
+    var durability: String = "sync"
+
+    @Option(help: "Stop after this many saves (default: run until killed).")
+    var saves: Int?
+
+    func validate() throws {
+        guard ["sync", "noMetaSync", "noSync"].contains(durability) else {
+            throw ValidationError("--durability must be sync, noMetaSync or noSync, not '\(durability)'")
+        }
+        if let saves, saves < 0 { throw ValidationError("--saves must not be negative") }
+    }
+
+    func run() async throws {
+        var worker = LedgerWorker(store: URL(fileURLWithPath: store, isDirectory: true), seed: seed)
+        worker.durability = switch durability {
+        case "noMetaSync": .noMetaSync
+        case "noSync": .noSync
+        default: .sync
+        }
+        worker.limit = saves
+        let outcome = await worker.run()
+        if outcome.error != nil { throw ExitCode(3) }
+    }
+}
