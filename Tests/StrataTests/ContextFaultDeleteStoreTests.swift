@@ -178,6 +178,67 @@ struct ContextFaultDeleteStoreTests {
         return (context, ids[0], ids[1])
     }
 
+    @Test("deleting fetched faults that were never touched saves (the version the fetch read is checked), in the same block or a later one; a row changed since the fetch is still a conflict")
+    func deletingUntouchedFaults() async throws {
+        // Books have no relationships, so no delete rule fires the fault for the save.
+        let directory = TemporaryDirectory()
+        let coordinator = try await ContextReference.lmdb(in: directory.url)
+        let ids = try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+            let books = ["a", "b", "c"].map { title in
+                let book = Book()
+                book.title = title
+                return book
+            }
+            for book in books { try context.insert(book) }
+            try context.save()
+            return books.map(\.objectID)
+        }
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        // Fetched as faults (returnsObjectsAsFaults is true by default) and deleted untouched.
+        let faults = try await context.perform { context in
+            var request = FetchRequest<Book>()
+            request.predicate = \Book.title == "a"
+            let books = try context.fetch(request)
+            let faults = books.filter(\.isFault).count
+            for book in books { try context.delete(book) }
+            try context.save()
+            return faults
+        }
+        #expect(faults == 1)
+        // Faults fetched in one block and deleted in another, after another context changed one.
+        try await context.perform { context in
+            context.retainsRegisteredObjects = true
+            _ = try context.fetch(FetchRequest<Book>())
+        }
+        let other = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try await other.perform { context in
+            var request = FetchRequest<Book>()
+            request.predicate = \Book.title == "c"
+            try context.fetch(request).first?.pages = 500
+            try context.save()
+        }
+        let outcome = try await context.perform { context -> (wasFault: Bool, conflicts: Int) in
+            let registeredB = context.registeredObject(for: ids[1])
+            let b = try #require(registeredB)
+            let wasFault = b.isFault
+            try context.delete(b)
+            try context.save()
+            // The book changed elsewhere after this context fetched it: a conflict, nothing written.
+            let registeredC = context.registeredObject(for: ids[2])
+            try context.delete(try #require(registeredC))
+            do {
+                try context.save()
+                return (wasFault, 0)
+            } catch StrataError.mergeConflicts(let conflicts) {
+                context.rollback()
+                return (wasFault, conflicts.count)
+            }
+        }
+        #expect(outcome.wasFault && outcome.conflicts == 1)
+        let titles = try await other.perform { context in try context.fetch(FetchRequest<Book>()).map(\.title).sorted() }
+        #expect(titles == ["c"])
+    }
+
     @Test("shouldDeleteInaccessibleFaults (true by default): a fault whose row is gone reads nil and zero and is deleted")
     func inaccessibleFaultsAreDeleted() async throws {
         let (context, id, _) = try await Self.contextWithVanishedNote()

@@ -432,6 +432,9 @@ final class ObjectGraph: ManagedObjectOwner {
             throw StrataError.invalidObjectState(object.objectID, reason: "it does not belong to this context")
         }
         guard !object.isDeleted else { return }
+        // A fault (a fetched object never touched) fires first: the save checks the row
+        // version it read, and delete rules, undo and notifications see its values.
+        object.fulfilIfNeeded()
         object.prepareForDeletion()
         event.record(object, in: .deleted)
         if object.isInserted {
