@@ -14,6 +14,8 @@ public struct LedgerWorker: Sendable {
     public var durability: PersistentStore.Options.Durability = .sync
     /// The initial map size (small maps make saves grow it).
     public var mapSize = 1 << 20
+    /// The largest the map may grow to.
+    public var maximumMapSize = 1 << 40
     /// The most saves to make before returning; nil: until killed.
     public var limit: Int?
     /// Where acknowledgements go (a file descriptor: written with `write(2)`, unbuffered).
@@ -45,6 +47,7 @@ public struct LedgerWorker: Sendable {
             var options = PersistentStore.Options()
             options.durability = durability
             options.mapSize = mapSize
+            options.maximumMapSize = maximumMapSize
             let coordinator = PersistentStoreCoordinator(managedObjectModel: LedgerModel.model)
             _ = try await coordinator.addPersistentStore(type: .lmdb, at: store, options: options)
             let root = ManagedObjectContext(.privateQueue, coordinator: coordinator)
