@@ -6,7 +6,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DOCS := .build/docs
 SYMBOLS := $(DOCS)/symbol-graphs
 
-.PHONY: all deps bench-deps run test tsan bench bench-quick bench-build bench-suite bench-ratios docs fuzz clean
+.PHONY: all deps bench-deps run test tsan reliability bench bench-quick bench-build bench-suite bench-ratios docs fuzz clean
 
 all: test
 
@@ -32,6 +32,19 @@ test: deps
 TSAN_SUITES ?= Context|Container|ObjectGraph|Coordinator|StoreFileConcurrency|FetchPlanner|QueryGeneration|GroupCommit
 tsan: deps
 	TSAN_OPTIONS=halt_on_error=1 $(SWIFT) test --sanitize=thread --scratch-path .build-tsan --filter '$(TSAN_SUITES)'
+
+## The long tier of the reliability suite (the short tier runs in `make test`): 10,000 kill -9
+## cycles and 1,000 crash-point cycles against a release build, each audited. RELIABILITY_SEED
+## repeats a run; the stores of a failed run are kept and its seed is printed.
+RELIABILITY_BUILD := .build-reliability
+RELIABILITY_TOOL := $(RELIABILITY_BUILD)/release/strata-reliability
+RELIABILITY_SEED ?=
+KILL_CYCLES ?= 10000
+CRASH_POINT_CYCLES ?= 1000
+reliability: deps
+	$(SWIFT) build -c release --scratch-path $(RELIABILITY_BUILD) --product strata-reliability
+	$(RELIABILITY_TOOL) kill-cycles --cycles $(KILL_CYCLES) $(if $(RELIABILITY_SEED),--seed $(RELIABILITY_SEED))
+	$(RELIABILITY_TOOL) kill-cycles --mode crash-points --cycles $(CRASH_POINT_CYCLES) $(if $(RELIABILITY_SEED),--seed $(RELIABILITY_SEED))
 
 ## Benchmarks: a separate package (Benchmarks/), so users never resolve benchmark-only
 ## dependencies. Its GRDB baseline needs Debian's libsqlite3-dev, installed when missing.
@@ -110,4 +123,4 @@ fuzz: deps
 	$(call run-fuzzer,PredicateParserFuzzer,predicate-parser,the predicate parser)
 
 clean:
-	rm -rf .build .build-fuzz Benchmarks/.build Demo.strata DemoLMDB.strata
+	rm -rf .build .build-fuzz .build-reliability Benchmarks/.build Demo.strata DemoLMDB.strata
