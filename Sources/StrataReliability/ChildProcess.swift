@@ -105,10 +105,12 @@ public struct ChildProcess: Sendable {
     }
 }
 
-/// Where the `strata-reliability` executable is: `STRATA_RELIABILITY_TOOL`, else next to
-/// the running executable (the tool itself, or the test bundle in `.build/debug`).
-public func reliabilityToolPath() -> String {
+/// Where the `strata-reliability` executable is: `STRATA_RELIABILITY_TOOL`; else the
+/// running executable when it is the tool (under any name, a copy included); else the
+/// tool next to it (the test bundle in `.build/debug`).
+public func reliabilityToolPath(runningTheTool: Bool = false) -> String {
     if let path = ProcessInfo.processInfo.environment["STRATA_RELIABILITY_TOOL"], !path.isEmpty { return path }
     let running = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    if runningTheTool { return running }
     return URL(fileURLWithPath: running).deletingLastPathComponent().appendingPathComponent("strata-reliability").path
 }

@@ -40,20 +40,27 @@ struct KillCyclesCommand: AsyncParsableCommand {
         let where_ = directory.map { URL(fileURLWithPath: $0, isDirectory: true) }
             ?? FileManager.default.temporaryDirectory.appendingPathComponent("strata-kill-cycles-\(seed)")
         var run = KillCycles(directory: where_)
+        run.tool = reliabilityToolPath(runningTheTool: true)
         run.cycles = cycles
         run.mode = KillCycles.Mode(rawValue: mode) ?? .kill
         run.seed = seed
         run.maximumDelay = maximumDelay
         run.cyclesPerStore = cyclesPerStore
-        print("kill-cycles: \(cycles) cycles, mode \(mode), seed \(seed), stores in \(where_.path)")
+        say("kill-cycles: \(cycles) cycles, mode \(mode), seed \(seed), stores in \(where_.path)")
         let step = max(cycles / 20, 1)
         let report = await run.run { report in
-            if report.cycles % step == 0 { print("  \(report.cycles) cycles, \(report.acknowledgedSaves) acknowledged saves, \(report.problems.count) problems") }
+            if report.cycles % step == 0 { say("  \(report.cycles) cycles, \(report.acknowledgedSaves) acknowledged saves, \(report.problems.count) problems") }
         }
-        print(report)
+        say(report)
         if !report.problems.isEmpty {
-            print("FAILED: reproduce with --seed \(seed); the stores are kept in \(where_.path)")
+            say("FAILED: reproduce with --seed \(seed); the stores are kept in \(where_.path)")
             throw ExitCode(1)
         }
     }
+}
+
+/// Writes a line to standard output at once (`print` buffers when the output is a file,
+/// and a long run's log should show its progress).
+func say(_ line: CustomStringConvertible) {
+    FileHandle.standardOutput.write(Data("\(line)\n".utf8))
 }
