@@ -23,6 +23,9 @@ public struct KillCycles: Sendable {
     public var maximumDelay = 250
     /// A fresh store every this many cycles, so audits stay quick.
     public var cyclesPerStore = 25
+    /// The most writers a worker runs at once (each cycle picks 1 to this many), so that
+    /// kills also land inside group commits.
+    public var maximumWriters = 3
     /// Where the stores go (removed at the end unless a problem was found).
     public var directory: URL
     /// The `strata-reliability` executable the workers run.
@@ -47,6 +50,8 @@ public struct KillCycles: Sendable {
         public var crashPointHits: [String: Int] = [:]
         /// Cycles by durability.
         public var durabilities: [String: Int] = [:]
+        /// Cycles by the number of writers saving at once.
+        public var writerCounts: [Int: Int] = [:]
         /// Lost or phantom saves, partial saves, index or relationship damage, worker
         /// errors: each with its cycle. Empty when the run passed.
         public var problems: [String] = []
@@ -57,9 +62,10 @@ public struct KillCycles: Sendable {
         public var description: String {
             let hits = crashPointHits.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
             let modes = durabilities.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            let writers = writerCounts.sorted { $0.key < $1.key }.map { "\($0.key) writer(s) \($0.value)" }.joined(separator: ", ")
             return """
-                cycles: \(cycles) (\(modes)) in \(String(format: "%.1f", seconds)) s
-                acknowledged saves: \(acknowledgedSaves); committed: \(committedSaves); committed but unacknowledged at the kill: \(unacknowledgedCommits)
+                cycles: \(cycles) (\(modes); \(writers)) in \(String(format: "%.1f", seconds)) s
+                acknowledged saves: \(acknowledgedSaves); committed: \(committedSaves); committed but unacknowledged at the kill: \(unacknowledgedCommits) (cycles)
                 killed before opening the store: \(killedBeforeStart)
                 \(hits.isEmpty ? "" : "crash points hit: \(hits) (total \(crashPointHits.values.reduce(0, +)))\n")problems: \(problems.count)\(problems.prefix(20).map { "\n  - \($0)" }.joined())
                 """
@@ -75,19 +81,21 @@ public struct KillCycles: Sendable {
         var report = Report()
         let began = Date()
         var random = SeededRandomNumberGenerator(seed: seed)
-        var auditor = LedgerAuditor(seed: seed)
-        var acknowledged = 0
+        var auditor = LedgerAuditor(seed: seed, writers: maximumWriters)
+        var acknowledged = Array(repeating: 0, count: maximumWriters)
         var store = directory.appendingPathComponent("ledger-0.strata")
         try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         for cycle in 0..<cycles {
             if cycle % cyclesPerStore == 0 {
                 try? FileManager.default.removeItem(at: store)
                 store = directory.appendingPathComponent("ledger-\(cycle / cyclesPerStore).strata")
-                auditor = LedgerAuditor(seed: seed)
-                acknowledged = 0
+                auditor = LedgerAuditor(seed: seed, writers: maximumWriters)
+                acknowledged = Array(repeating: 0, count: maximumWriters)
             }
             let durability = Self.durabilities[Int(random.next() % 3)]
             report.durabilities[durability.name, default: 0] += 1
+            let writers = 1 + Int(random.next() % UInt64(maximumWriters))
+            report.writerCounts[writers, default: 0] += 1
             var environment: [String: String] = ["STRATA_CRASH_POINT": ""]
             var armed: String?
             if mode == .crashPoints {
@@ -97,7 +105,9 @@ public struct KillCycles: Sendable {
             }
             let output = directory.appendingPathComponent("worker.out").path
             let errors = directory.appendingPathComponent("worker.err").path
-            let arguments = ["worker", "--store", store.path, "--seed", String(seed), "--durability", durability.name]
+            let arguments = [
+                "worker", "--store", store.path, "--seed", String(seed), "--durability", durability.name, "--writers", String(writers),
+            ]
             let child: ChildProcess
             do {
                 child = try ChildProcess.spawn(tool, arguments, environment: environment, outputPath: output, errorPath: errors)
@@ -127,17 +137,21 @@ public struct KillCycles: Sendable {
             if let armed, child.errorOutput.contains("crash point \(armed)") {
                 report.crashPointHits[armed, default: 0] += 1
             }
-            let acks = lines.compactMap { $0.hasPrefix("ack ") ? Int($0.dropFirst(4)) : nil }
-            if let last = acks.max() {
-                report.acknowledgedSaves += acks.count
-                acknowledged = max(acknowledged, last + 1)
+            for line in lines where line.hasPrefix("ack ") {
+                let fields = line.split(separator: " ")
+                guard fields.count == 3, let writer = Int(fields[1]), let sequence = Int(fields[2]), writer < maximumWriters else {
+                    report.problems.append("cycle \(cycle): a malformed acknowledgement: \(line)")
+                    continue
+                }
+                report.acknowledgedSaves += 1
+                acknowledged[writer] = max(acknowledged[writer], sequence + 1)
             }
             do {
-                let before = auditor.committed
+                let before = auditor.committed.reduce(0, +)
                 let finding = try await auditor.audit(store: store, acknowledged: acknowledged)
-                report.committedSaves += max(0, finding.committed - before)
-                if finding.committed > acknowledged { report.unacknowledgedCommits += 1 }
-                acknowledged = max(acknowledged, finding.committed)
+                report.committedSaves += max(0, finding.committed.reduce(0, +) - before)
+                if zip(finding.committed, acknowledged).contains(where: { $0 > $1 }) { report.unacknowledgedCommits += 1 }
+                acknowledged = zip(acknowledged, finding.committed).map { max($0, $1) }
                 report.problems += finding.problems.map { "cycle \(cycle) (seed \(seed), \(durability.name)): \($0)" }
             } catch {
                 report.problems.append("cycle \(cycle) (seed \(seed)): the store cannot be reopened: \(error)")

@@ -8,24 +8,29 @@ import Strata
 public struct LedgerAuditor: Sendable {
     /// The seed of the save plan.
     public let seed: UInt64
-    /// The saves known committed at the last audit, and the state they make.
-    public private(set) var committed = 0
-    private var state = LedgerState()
+    /// The saves of each writer known committed at the last audit, and the states they make.
+    public private(set) var committed: [Int]
+    private var states: [LedgerState]
 
-    /// An auditor for a new, empty store.
-    public init(seed: UInt64) { self.seed = seed }
+    /// An auditor for a new, empty store that `writers` writers save to.
+    public init(seed: UInt64, writers: Int = 1) {
+        self.seed = seed
+        committed = Array(repeating: 0, count: writers)
+        states = Array(repeating: LedgerState(), count: writers)
+    }
 
     /// What one audit found.
     public struct Finding: Sendable {
-        /// The saves in the store.
-        public var committed: Int
+        /// The saves in the store, by writer.
+        public var committed: [Int]
         /// Everything wrong: empty when the store is exactly what the plan says.
         public var problems: [String]
     }
 
-    /// Opens `store` and compares it with the plan; `acknowledged` is the number of saves the workers
-    /// acknowledged so far (all of them must be present; at most one more may be).
-    public mutating func audit(store: URL, acknowledged: Int) async throws -> Finding {
+    /// Opens `store` and compares it with the plan; `acknowledged` holds the number of
+    /// saves each writer acknowledged so far (all must be present; at most one more per
+    /// writer may be, its save in flight).
+    public mutating func audit(store: URL, acknowledged: [Int]) async throws -> Finding {
         let coordinator = PersistentStoreCoordinator(managedObjectModel: LedgerModel.model)
         _ = try await coordinator.addPersistentStore(type: .lmdb, at: store)
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
@@ -33,25 +38,34 @@ public struct LedgerAuditor: Sendable {
         let integrity = try await coordinator.checkIntegrity()
 
         var problems: [String] = found.problems + integrity.problems.map { "integrity: \($0)" }
-        let count = found.state.batches.count
-        if count < acknowledged {
-            problems.append("lost acknowledged saves: the store holds \(count) saves, \(acknowledged) were acknowledged")
-        } else if count > acknowledged + 1 {
-            problems.append("phantom saves: the store holds \(count) saves, only \(acknowledged) were acknowledged (+1 in flight)")
-        }
-        if count < committed {
-            problems.append("saves went missing: \(committed) were committed at the last audit, \(count) now")
-        }
-        if found.state.batches.keys.sorted() != (0..<Int64(count)).map({ $0 }) {
-            problems.append("the batch sequence has gaps: \(found.state.batches.keys.sorted().prefix(20))…")
-        } else {
-            while committed < count {
-                state.apply(LedgerSave.plan(committed, seed: seed, after: state))
-                committed += 1
+        let strangers = found.state.batches.keys.filter { LedgerSave.writer(ofBatch: $0) >= committed.count }
+        if !strangers.isEmpty { problems.append("batches of unknown writers: \(strangers.prefix(5))") }
+        var counts: [Int] = []
+        for writer in committed.indices {
+            let part = found.state.part(ofWriter: writer)
+            let count = part.batches.count
+            counts.append(count)
+            let acked = writer < acknowledged.count ? acknowledged[writer] : 0
+            if count < acked {
+                problems.append("writer \(writer): lost acknowledged saves: the store holds \(count), \(acked) were acknowledged")
+            } else if count > acked + 1 {
+                problems.append("writer \(writer): phantom saves: the store holds \(count), only \(acked) were acknowledged (+1 in flight)")
             }
-            problems += Self.differences(expected: state, found: found.state)
+            if count < committed[writer] {
+                problems.append("writer \(writer): saves went missing: \(committed[writer]) were committed at the last audit, \(count) now")
+            }
+            let expectedKeys = (0..<Int64(count)).map { Int64(writer) << 32 | $0 }
+            guard part.batches.keys.sorted() == expectedKeys else {
+                problems.append("writer \(writer): the batch sequence has gaps: \(part.batches.keys.sorted().prefix(20).map { $0 & 0xFFFF_FFFF })")
+                continue
+            }
+            while committed[writer] < count {
+                states[writer].apply(LedgerSave.plan(committed[writer], seed: seed, writer: writer, after: states[writer]))
+                committed[writer] += 1
+            }
+            problems += Self.differences(expected: states[writer], found: part).map { "writer \(writer): \($0)" }
         }
-        return Finding(committed: count, problems: problems)
+        return Finding(committed: counts, problems: problems)
     }
 
     /// Reads the whole ledger, checking uniqueness, inverses and index lookups on the way.
@@ -86,8 +100,8 @@ public struct LedgerAuditor: Sendable {
             }
         }
         // Index lookups agree with the rows: a range over every name, and equality on a sample.
-        let indexedCustomers = try context.count(for: requestFor(LedgerCustomer.self, "name BEGINSWITH %@", "c"))
-        let indexedAccounts = try context.count(for: requestFor(LedgerAccount.self, "name BEGINSWITH %@", "c"))
+        let indexedCustomers = try context.count(for: requestFor(LedgerCustomer.self, "name BEGINSWITH %@", "w"))
+        let indexedAccounts = try context.count(for: requestFor(LedgerAccount.self, "name BEGINSWITH %@", "w"))
         let indexedBatches = try context.count(for: requestFor(LedgerBatch.self, "sequence >= %@", Int64(0)))
         if indexedCustomers != customers.count || indexedAccounts != accounts.count || indexedBatches != batches.count {
             problems.append("index counts \(indexedCustomers)/\(indexedAccounts)/\(indexedBatches) differ from rows \(customers.count)/\(accounts.count)/\(batches.count)")

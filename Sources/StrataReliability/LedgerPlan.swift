@@ -25,13 +25,24 @@ public struct LedgerState: Equatable, Sendable {
     /// The empty ledger.
     public init() {}
 
-    /// The ledger after saves `0..<count` of seed `seed`.
-    public static func after(_ count: Int, seed: UInt64) -> LedgerState {
+    /// Writer `writer`'s part of the ledger after its saves `0..<count` of seed `seed`.
+    public static func after(_ count: Int, seed: UInt64, writer: Int = 0) -> LedgerState {
         var state = LedgerState()
         for sequence in 0..<count {
-            state.apply(LedgerSave.plan(sequence, seed: seed, after: state))
+            state.apply(LedgerSave.plan(sequence, seed: seed, writer: writer, after: state))
         }
         return state
+    }
+
+    /// The part of the ledger that writer `writer`'s saves made: its customers and
+    /// accounts (named `w<writer>.…`) and its batches.
+    public func part(ofWriter writer: Int) -> LedgerState {
+        let prefix = "w\(writer)."
+        var part = LedgerState()
+        part.customers = customers.filter { $0.key.hasPrefix(prefix) }
+        part.accounts = accounts.filter { $0.key.hasPrefix(prefix) }
+        part.batches = batches.filter { LedgerSave.writer(ofBatch: $0.key) == writer }
+        return part
     }
 
     /// Applies one save.
@@ -54,8 +65,9 @@ public struct LedgerState: Equatable, Sendable {
     }
 }
 
-/// One save of the ledger, a pure function of its sequence number, the seed and the
-/// state before it.
+/// One save of the ledger, a pure function of its writer, its sequence number, the seed
+/// and the state before it. Writers save concurrently and never touch each other's
+/// objects, so each writer's part of the ledger is its own plan's result.
 public struct LedgerSave: Sendable {
     /// Which context path the worker saves it through.
     public enum Route: Int, Sendable, CaseIterable {
@@ -67,6 +79,8 @@ public struct LedgerSave: Sendable {
         case mainRoot
     }
 
+    /// The batch's number: the writer in the high 32 bits, the save's sequence number
+    /// among the writer's saves in the low ones.
     public var sequence: Int64
     public var route: Route
     public var digest: String
@@ -81,21 +95,20 @@ public struct LedgerSave: Sendable {
     /// An existing customer deleted with its accounts (none of the transfer's).
     public var deletion: String?
 
-    /// The objects the save touches: inserted, updated and deleted (accounts cascade).
-    public var touches: Int {
-        1 + 1 + accounts.count + (transfer == nil ? 0 : 2) + (tierChange == nil ? 0 : 1) + (deletion == nil ? 0 : 1)
-    }
+    /// The writer a batch number belongs to.
+    public static func writer(ofBatch sequence: Int64) -> Int { Int(sequence >> 32) }
 
-    /// Save `sequence` of seed `seed`, given the state before it.
-    public static func plan(_ sequence: Int, seed: UInt64, after state: LedgerState) -> LedgerSave {
-        var random = SeededRandomNumberGenerator(seed: seed ^ (UInt64(sequence) &* 0x9E37_79B9_7F4A_7C15))
-        let name = "c\(sequence)"
+    /// Writer `writer`'s save `sequence` of seed `seed`, given the writer's state before it.
+    public static func plan(_ sequence: Int, seed: UInt64, writer: Int = 0, after state: LedgerState) -> LedgerSave {
+        var random = SeededRandomNumberGenerator(
+            seed: seed ^ (UInt64(sequence) &* 0x9E37_79B9_7F4A_7C15) ^ (UInt64(writer + 1) &* 0xD1B5_4A32_D192_ED03))
+        let name = "w\(writer).c\(sequence)"
         let accountCount = 1 + Int(random.next() % 3)
         let accounts = (0..<accountCount).map { ("\(name).a\($0)", Int64(random.next() % 1_000)) }
         let digestLength = 8 + Int(random.next() % 1_500)
         let digest = String(repeating: String(sequence % 10), count: digestLength)
         var save = LedgerSave(
-            sequence: Int64(sequence), route: Route(rawValue: Int(random.next() % 3)) ?? .privateRoot,
+            sequence: Int64(writer) << 32 | Int64(sequence), route: Route(rawValue: Int(random.next() % 3)) ?? .privateRoot,
             digest: digest, customer: name, tier: Int16(random.next() % 5), accounts: accounts)
 
         let accountNames = state.accounts.keys.sorted()

@@ -16,8 +16,11 @@ public struct LedgerWorker: Sendable {
     public var mapSize = 1 << 20
     /// The largest the map may grow to.
     public var maximumMapSize = 1 << 40
-    /// The most saves to make before returning; nil: until killed.
+    /// The most saves each writer makes before returning; nil: until killed.
     public var limit: Int?
+    /// How many writers save at once, each through contexts of its own (so that saves
+    /// meet in group commits); each writer's saves are its own ledger.
+    public var writers = 1
     /// Where acknowledgements go (a file descriptor: written with `write(2)`, unbuffered).
     public var output: Int32 = 1
 
@@ -29,47 +32,80 @@ public struct LedgerWorker: Sendable {
 
     /// What a run ended with when it was not killed.
     public struct Outcome {
-        /// The saves found committed at the start.
-        public var start: Int
-        /// The saves acknowledged by this run.
-        public var acknowledged: Int
-        /// The error that stopped the run, if one did.
+        /// The saves found committed at the start, by writer.
+        public var start: [Int]
+        /// The saves acknowledged by this run, by writer.
+        public var acknowledged: [Int]
+        /// The error that stopped the run, if one did (the first, when several writers failed).
         public var error: (any Error)?
     }
 
     /// Opens the store and saves until killed, until ``limit``, or until a save fails.
     ///
-    /// Writes `start N` (saves already committed), then `ack N` per save, then `error
-    /// <description>` when a save fails, and returns that error in the outcome; never traps.
+    /// Writes `start W N` per writer (its saves already committed), then `ack W N` per
+    /// save, then `error <type> <description>` when a save fails, and returns that error
+    /// in the outcome; never traps.
     public func run() async -> Outcome {
-        var outcome = Outcome(start: 0, acknowledged: 0)
+        var outcome = Outcome(start: Array(repeating: 0, count: writers), acknowledged: Array(repeating: 0, count: writers))
+        let coordinator: PersistentStoreCoordinator
         do {
             var options = PersistentStore.Options()
             options.durability = durability
             options.mapSize = mapSize
             options.maximumMapSize = maximumMapSize
-            let coordinator = PersistentStoreCoordinator(managedObjectModel: LedgerModel.model)
+            coordinator = PersistentStoreCoordinator(managedObjectModel: LedgerModel.model)
             _ = try await coordinator.addPersistentStore(type: .lmdb, at: store, options: options)
-            let root = ManagedObjectContext(.privateQueue, coordinator: coordinator)
-            let main = ManagedObjectContext(.mainQueue, coordinator: coordinator)
-            let start = try await root.perform { try $0.count(for: FetchRequest<LedgerBatch>()) }
-            outcome.start = start
-            emit("start \(start)")
-            var state = LedgerState.after(start, seed: seed)
-            var sequence = start
+            let sequences = try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+                var request = FetchRequest<[String: any Sendable]>(entityName: "LedgerBatch")
+                request.resultType = .dictionary
+                request.propertiesToFetch = ["sequence"]
+                return try context.fetch(request).compactMap { $0["sequence"] as? Int64 }
+            }
+            for sequence in sequences where LedgerSave.writer(ofBatch: sequence) < writers {
+                outcome.start[LedgerSave.writer(ofBatch: sequence)] += 1
+            }
+        } catch {
+            outcome.error = error
+            emit("error \(type(of: error)) \(error)")
+            return outcome
+        }
+        for writer in 0..<writers { emit("start \(writer) \(outcome.start[writer])") }
+        let starts = outcome.start
+        let results = await withTaskGroup(of: (Int, Int, (any Error)?).self) { group in
+            for writer in 0..<writers {
+                group.addTask { await self.save(as: writer, from: starts[writer], coordinator: coordinator) }
+            }
+            var results: [(Int, Int, (any Error)?)] = []
+            for await result in group { results.append(result) }
+            return results
+        }
+        for (writer, acknowledged, error) in results {
+            outcome.acknowledged[writer] = acknowledged
+            if outcome.error == nil, let error { outcome.error = error }
+        }
+        emit("statistics \(coordinator.writeStatistics)")
+        return outcome
+    }
+
+    /// One writer's loop: its saves from `start` on, each acknowledged after it returned.
+    private func save(as writer: Int, from start: Int, coordinator: PersistentStoreCoordinator) async -> (Int, Int, (any Error)?) {
+        let root = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let main = ManagedObjectContext(.mainQueue, coordinator: coordinator)
+        var state = LedgerState.after(start, seed: seed, writer: writer)
+        var sequence = start
+        do {
             while limit.map({ sequence < start + $0 }) ?? true {
-                let save = LedgerSave.plan(sequence, seed: seed, after: state)
+                let save = LedgerSave.plan(sequence, seed: seed, writer: writer, after: state)
                 try await Self.perform(save, root: root, main: main)
-                emit("ack \(sequence)")
-                outcome.acknowledged += 1
+                emit("ack \(writer) \(sequence)")
                 state.apply(save)
                 sequence += 1
             }
         } catch {
-            outcome.error = error
-            emit("error \(type(of: error)) \(error)".replacingOccurrences(of: "\n", with: " "))
+            emit("error \(type(of: error)) \(error)")
+            return (writer, sequence - start, error)
         }
-        return outcome
+        return (writer, sequence - start, nil)
     }
 
     /// Saves `save` through its route: the private root, a child of it, or the main-queue root.
@@ -144,7 +180,7 @@ public struct LedgerWorker: Sendable {
     }
 
     private func emit(_ line: String) {
-        let text = line + "\n"
+        let text = line.replacingOccurrences(of: "\n", with: " ") + "\n"
         text.withCString { pointer in
             var offset = 0
             let length = strlen(pointer)

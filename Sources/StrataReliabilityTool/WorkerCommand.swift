@@ -19,14 +19,18 @@ struct WorkerCommand: AsyncParsableCommand {
     @Option(help: "sync, noMetaSync or noSync.")
     var durability: String = "sync"
 
-    @Option(help: "Stop after this many saves (default: run until killed).")
+    @Option(help: "Stop after this many saves per writer (default: run until killed).")
     var saves: Int?
+
+    @Option(help: "How many writers save at once, each through its own contexts.")
+    var writers = 1
 
     func validate() throws {
         guard ["sync", "noMetaSync", "noSync"].contains(durability) else {
             throw ValidationError("--durability must be sync, noMetaSync or noSync, not '\(durability)'")
         }
         if let saves, saves < 0 { throw ValidationError("--saves must not be negative") }
+        guard (1...64).contains(writers) else { throw ValidationError("--writers must be 1 to 64") }
     }
 
     func run() async throws {
@@ -37,6 +41,7 @@ struct WorkerCommand: AsyncParsableCommand {
         default: .sync
         }
         worker.limit = saves
+        worker.writers = writers
         let outcome = await worker.run()
         if outcome.error != nil { throw ExitCode(3) }
     }

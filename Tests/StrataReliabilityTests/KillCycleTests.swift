@@ -13,7 +13,7 @@ struct KillCycleTests {
     static let seed: UInt64 = ProcessInfo.processInfo.environment["STRATA_RELIABILITY_SEED"].flatMap { UInt64($0) }
         ?? UInt64.random(in: 1...UInt64(UInt32.max))
 
-    @Test("200 workers killed with SIGKILL at random moments: every acknowledged save is present exactly, nothing partial or phantom, indexes and links agree")
+    @Test("200 workers (1 to 3 writers each, so kills land in group commits too) killed with SIGKILL at random moments: every acknowledged save is present exactly, nothing partial or phantom, indexes and links agree")
     func killedAtRandomMoments() async throws {
         let directory = TemporaryDirectory()
         var run = KillCycles(directory: directory.url.appendingPathComponent("kill"))
@@ -24,6 +24,7 @@ struct KillCycleTests {
         #expect(report.cycles == 200)
         #expect(report.acknowledgedSaves > 200, "the workers must get saves done before the kills: \(report)")
         #expect(report.committedSaves >= report.acknowledgedSaves)
+        #expect(report.writerCounts.keys.sorted() == [1, 2, 3])
     }
 
     @Test("120 workers killed by STRATA_CRASH_POINT inside save (before the write, mid-write, before and after the commit): at least 100 hits, nothing lost or partial")
