@@ -306,6 +306,55 @@ struct ContextParentChildTests {
         #expect(await Self.state(of: ids[1], in: parent) == ("b", "clean"))
     }
 
+    @Test("a child's change or deletion based on a row that changed in the store since the child read it fails the child's save with a conflict, instead of overwriting the newer row at the root's save (a lost update)")
+    func childSaveBasedOnAStaleRowConflicts() async throws {
+        // child:  reads a, b (version 1), sets a.title, deletes b      saves: conflict
+        // other:                              sets a, b; saves (v2)
+        // parent: has neither registered, so it would read version 2 when the save arrives
+        let coordinator = try await ContextReference.inMemory()
+        let ids = try await ContextReference.saveNotes([("a", 1), ("b", 1)], on: coordinator)
+        let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let child = ManagedObjectContext(.privateQueue, parent: parent)
+        try await child.perform { child in
+            try #require(try child.existingObject(with: ids[0]) as? Note).title = "a from the child"
+            try child.delete(try child.existingObject(with: ids[1]))
+        }
+        try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { other in
+            try #require(try other.existingObject(with: ids[0]) as? Note).title = "a from another context"
+            try #require(try other.existingObject(with: ids[1]) as? Note).title = "b from another context"
+            try other.save()
+        }
+        let failure = try await child.perform { child in
+            var error: StrataError?
+            do { try child.save() } catch let failure as StrataError { error = failure }
+            return (error, child.hasChanges)
+        }
+        guard case .mergeConflicts(let conflicts)? = failure.0 else {
+            Issue.record("expected a merge conflict, got \(String(describing: failure.0))")
+            return
+        }
+        #expect(Set(conflicts.map(\.objectID)) == Set(ids) && failure.1)
+        #expect(await parent.perform { $0.hasChanges } == false)
+        #expect(await Self.state(of: ids[0], in: parent) == ("a from another context", "clean"))
+    }
+
+    @Test("a child saving the same object again after its parent saved it (a newer row version, with the values the child sent) does not conflict")
+    func childSavesAgainAfterTheParentSaved() async throws {
+        let coordinator = try await ContextReference.inMemory()
+        let ids = try await ContextReference.saveNotes([("a", 1)], on: coordinator)
+        let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let child = ManagedObjectContext(.privateQueue, parent: parent)
+        for title in ["one", "two", "three"] {
+            try await child.perform { child in
+                child.retainsRegisteredObjects = true   // the child keeps the version it read first
+                try #require(try child.existingObject(with: ids[0]) as? Note).title = title
+                try child.save()
+            }
+            try await parent.perform { try $0.save() }
+            #expect(await Self.state(of: ids[0], in: ManagedObjectContext(.privateQueue, coordinator: coordinator)) == (title, "clean"))
+        }
+    }
+
     @Test("a child's save validates first: an invalid object fails the save and the parent receives nothing")
     func childSaveValidates() async throws {
         let coordinator = try await ContextReference.inMemory()

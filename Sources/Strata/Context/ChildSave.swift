@@ -14,6 +14,12 @@ struct ChildSave: Sendable {
     var checked: [ManagedObjectID] = []
     /// Stores chosen with `assign(_:to:)` for inserted objects.
     var stores: [ManagedObjectID: PersistentStore] = [:]
+    /// The state the child read each updated, deleted and checked object at: its row
+    /// version and committed values. The parent takes the save only where its own state of
+    /// the object is that one (the same row version, or the same values of what the child
+    /// changed), so that the root's optimistic locking checks the version the child's
+    /// changes were based on (DESIGN.md, "Saving one store up").
+    var bases: [ManagedObjectID: ObjectSnapshot] = [:]
 
     /// Whether there is nothing to apply.
     var isEmpty: Bool { inserted.isEmpty && updated.isEmpty && deleted.isEmpty && checked.isEmpty }

@@ -117,8 +117,9 @@ extension ObjectGraph {
     /// Takes in a child's save: its inserted objects are inserted here, its changes set
     /// on the objects here, its deletions deleted here; all become unsaved changes of
     /// this context. All or nothing: an object the child changed or deleted that is
-    /// deleted here (or gone from the store) fails the whole save with a conflict before
-    /// anything changes.
+    /// deleted here (or gone from the store), or that is here at another row version than
+    /// the child read with other values of what the child changed (its row changed since
+    /// the child read it), fails the whole save with a conflict before anything changes.
     ///
     /// - Returns: the IDs changed here, for the siblings that merge automatically.
     func acceptChildSave(_ save: ChildSave) throws -> ChangedObjectIDs {
@@ -126,10 +127,13 @@ extension ObjectGraph {
         // Check every existing object first, so a failure changes nothing.
         var targets: [ManagedObjectID: ManagedObject] = [:]
         var conflicts: [MergeConflict] = []
+        let changes = Dictionary(save.updated.map { ($0.objectID, $0) }) { first, _ in first }
         for id in save.updated.map(\.objectID) + save.deleted + save.checked {
             let object = object(for: id)
             if object.isDeleted || !object.fulfilIfNeeded() {
                 conflicts.append(MergeConflict(objectID: id, oldVersion: object.rowVersion, newVersion: nil))
+            } else if let base = save.bases[id], !holds(base, of: object, for: changes[id]) {
+                conflicts.append(MergeConflict(objectID: id, oldVersion: base.version, newVersion: object.rowVersion))
             } else {
                 targets[id] = object
             }
@@ -190,6 +194,51 @@ extension ObjectGraph {
             conflictChecks[ObjectIdentifier(object)] = object
         }
         return merged
+    }
+
+    /// Whether this context's state of `object` is the one a child's change (`change`;
+    /// nil for a deletion or a conflict check) was based on (`base`, the row version and
+    /// committed values the child read). Without that check, the root's optimistic
+    /// locking would compare the version read here, possibly later and newer, and a
+    /// child's values computed from the older row would overwrite the newer one.
+    ///
+    /// The same row version holds. At another one (this context read the row again, or
+    /// saved it since the child read it), the committed values of what the child changed
+    /// must be the child's: after this context saved the child's own values, the child
+    /// may go on changing them; after another context changed them, it may not.
+    /// Unordered to-many relationships are left out: the child's save adds and removes
+    /// members, whatever the others are.
+    private func holds(_ base: ObjectSnapshot, of object: ManagedObject, for change: ObjectChange?) -> Bool {
+        guard base.version != object.rowVersion else { return true }
+        guard let committed = object.makeCommittedSnapshot() else { return false }
+        let entity = object.entity
+        let attributes = change.map { Array($0.attributes.keys) } ?? Array(entity.attributes.indices)
+        for slot in attributes where slot < entity.attributes.count && !entity.attributes[slot].isTransient {
+            guard slot < base.attributes.count, slot < committed.attributes.count else { return false }
+            if base.attributes[slot] != committed.attributes[slot] { return false }
+        }
+        let relationships = change.map { Array($0.toOne.keys) + Array($0.ordered.keys) }
+            ?? entity.relationships.indices.filter { !entity.relationships[$0].isToMany || entity.relationships[$0].isOrdered }
+        for slot in relationships where slot < entity.relationships.count {
+            guard slot < base.relationships.count, slot < committed.relationships.count else { return false }
+            switch (base.relationships[slot], committed.relationships[slot]) {
+            case (.toOne(let read), .toOne(let held)):
+                if read.map(canonicalID) != held.map(canonicalID) { return false }
+            case (.toMany(let read), .toMany(let held)):
+                if read.map(canonicalID) != held.map(canonicalID) { return false }
+            case (.notLoaded, _), (_, .notLoaded):
+                continue   // not read on one side: the child's value did not come from it
+            default:
+                return false
+            }
+        }
+        return true
+    }
+
+    /// `id`, or the permanent ID the tree recorded for it (a child may still name an
+    /// object by the temporary ID it had when the child read it).
+    private func canonicalID(_ id: ManagedObjectID) -> ManagedObjectID {
+        id.isTemporaryID ? family.permanentID(for: id) ?? id : id
     }
 
     /// Sets a child's changed properties on `object` (marking it changed here). Both

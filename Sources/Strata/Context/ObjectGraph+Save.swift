@@ -157,8 +157,11 @@ extension ObjectGraph {
         }
         save.updated = toUpdate.map(ObjectChange.init(of:))
         save.deleted = toDelete.map(\.objectID)
-        save.checked = conflictChecks.values
-            .filter { $0.owner === self && !$0.hasChanges && !$0.isInserted }.map(\.objectID)
+        let checked = conflictChecks.values.filter { $0.owner === self && !$0.hasChanges && !$0.isInserted }
+        save.checked = checked.map(\.objectID)
+        for object in toUpdate + toDelete + checked {
+            if let base = object.makeCommittedSnapshot() { save.bases[object.objectID] = base }
+        }
         guard !save.isEmpty, let child = context else { return }
         try parent.acceptChildSave(save, from: child)
     }
