@@ -1,0 +1,265 @@
+import Foundation
+@testable import Strata
+import StrataTesting
+
+/// What the stress contexts do, one step each.
+enum StressOperation: String, CaseIterable, Sendable {
+    /// Moves money between two accounts.
+    case transfer
+    /// A new account, funded from an existing one or empty, with or without an owner.
+    case insertAccount
+    /// A new owner, with no accounts.
+    case insertOwner
+    /// Moves an account's money to another, then deletes it.
+    case deleteAccount
+    /// Moves the money of an owner's accounts to others, then deletes the owner (and, by
+    /// the cascade rule, its accounts).
+    case deleteOwner
+    /// A child saves into its parent (and most often the parent then saves); a root saves.
+    case save
+    /// Discards the unsaved changes of the context that changes objects.
+    case rollback
+    /// Pins the root context to the newest generation (again, when already pinned).
+    case pin
+    /// Unpins the root context.
+    case unpin
+    /// Resets the contexts (a child and then its parent).
+    case reset
+}
+
+/// The layout of one of the eight contexts: its queue, its child's, and whether it pins
+/// often.
+struct StressPlan: Sendable, CustomStringConvertible {
+    let type: ManagedObjectContext.ConcurrencyType
+    let child: ManagedObjectContext.ConcurrencyType?
+    let pinsOften: Bool
+
+    /// Five private-queue and three main-queue root contexts; four have a child (a main
+    /// queue child of a private parent among them); four pin often.
+    static let contexts: [StressPlan] = [
+        StressPlan(type: .privateQueue, child: nil, pinsOften: false),
+        StressPlan(type: .mainQueue, child: nil, pinsOften: false),
+        StressPlan(type: .privateQueue, child: nil, pinsOften: true),
+        StressPlan(type: .mainQueue, child: nil, pinsOften: true),
+        StressPlan(type: .privateQueue, child: .privateQueue, pinsOften: false),
+        StressPlan(type: .mainQueue, child: .privateQueue, pinsOften: false),
+        StressPlan(type: .privateQueue, child: .privateQueue, pinsOften: true),
+        StressPlan(type: .privateQueue, child: .mainQueue, pinsOften: true),
+    ]
+
+    var description: String {
+        func name(_ type: ManagedObjectContext.ConcurrencyType) -> String { type == .mainQueue ? "main" : "private" }
+        return name(type) + (child.map { " with a \(name($0)) child" } ?? "") + (pinsOften ? ", pins often" : "")
+    }
+
+    /// How often each operation is drawn.
+    func weight(of operation: StressOperation) -> Int {
+        switch operation {
+        case .transfer: 30
+        case .insertAccount: 8
+        case .insertOwner: 3
+        case .deleteAccount: 6
+        case .deleteOwner: 2
+        case .save: 22
+        case .rollback: 4
+        case .pin: pinsOften ? 12 : 4
+        case .unpin: pinsOften ? 1 : 3
+        case .reset: 2
+        }
+    }
+
+    func pick(using random: inout SeededRandomNumberGenerator) -> StressOperation {
+        let total = StressOperation.allCases.reduce(0) { $0 + weight(of: $1) }
+        var draw = Int.random(in: 0..<total, using: &random)
+        for operation in StressOperation.allCases {
+            draw -= weight(of: operation)
+            if draw < 0 { return operation }
+        }
+        return .transfer
+    }
+}
+
+/// A root save's result.
+enum StressRootSave: Sendable {
+    case nothing
+    case saved(inserted: [ManagedObjectID], deleted: Int)
+    case conflicted
+}
+
+/// A child save's result.
+enum StressChildSave: Sendable {
+    case nothing
+    case saved
+    case conflicted
+}
+
+/// What a root context's invariant check read: whether its generation was still to be
+/// taken (pinned to the newest, lazily), the transaction id of its generation (nil when
+/// unpinned), and its view of the accounts when it had no unsaved changes.
+struct StressInspection: Sendable {
+    var wasLazy: Bool
+    var token: QueryGenerationToken?
+    var transaction: Int?
+    var view: StressView?
+}
+
+// The operations, inside a block of the context they change. Every amount keeps the sum:
+// a transfer moves money, a funded account takes it from another, a deleted account's
+// money goes to another first. Every choice comes from the step's seeded generator, over
+// accounts sorted by number, so a seed replays the same operations.
+extension StressOperation {
+    static func accounts(in context: isolated ManagedObjectContext) throws -> [StressAccount] {
+        var request = FetchRequest<StressAccount>()
+        request.sortDescriptors = [FetchSortDescriptor(key: "number")]
+        request.returnsObjectsAsFaults = false
+        return try context.fetch(request)
+    }
+
+    static func owners(in context: isolated ManagedObjectContext) throws -> [StressOwner] {
+        var request = FetchRequest<StressOwner>()
+        request.sortDescriptors = [FetchSortDescriptor(key: "number")]
+        request.returnsObjectsAsFaults = false
+        return try context.fetch(request)
+    }
+
+    /// Runs a changing operation (transfer, inserts, deletes) in `context`.
+    func change(
+        _ context: isolated ManagedObjectContext, number: Int, using random: inout SeededRandomNumberGenerator
+    ) throws -> StressOutcome {
+        let accounts = try Self.accounts(in: context)
+        let funded = accounts.filter { $0.balance > 0 }
+        switch self {
+        case .transfer:
+            guard let source = funded.randomElement(using: &random),
+                  let destination = accounts.filter({ $0 !== source }).randomElement(using: &random) else { return .skipped }
+            let amount = Int.random(in: 1...min(source.balance, 100), using: &random)
+            source.balance -= amount
+            destination.balance += amount
+        case .insertAccount:
+            let account = StressAccount()
+            account.number = number
+            try context.insert(account)
+            if Bool.random(using: &random), let source = funded.randomElement(using: &random) {
+                let amount = Int.random(in: 1...min(source.balance, 200), using: &random)
+                source.balance -= amount
+                account.balance = amount
+            }
+            if Bool.random(using: &random), let owner = try Self.owners(in: context).randomElement(using: &random) {
+                account.holder = owner
+            }
+        case .insertOwner:
+            let owner = StressOwner()
+            owner.number = number
+            try context.insert(owner)
+        case .deleteAccount:
+            guard accounts.count > StressSettings.minimumAccounts, let victim = accounts.randomElement(using: &random),
+                  let heir = accounts.filter({ $0 !== victim }).randomElement(using: &random) else { return .skipped }
+            heir.balance += victim.balance
+            victim.balance = 0
+            try context.delete(victim)
+        case .deleteOwner:
+            let owners = try Self.owners(in: context)
+            guard owners.count > StressSettings.minimumOwners, let owner = owners.randomElement(using: &random) else { return .skipped }
+            let owned = owner.accounts.sorted { $0.number < $1.number }
+            let ownedIDs = Set(owned.map(ObjectIdentifier.init))
+            let heirs = accounts.filter { !ownedIDs.contains(ObjectIdentifier($0)) }
+            guard heirs.count >= StressSettings.minimumAccounts else { return .skipped }
+            for account in owned where account.balance != 0 {
+                let heir = heirs.randomElement(using: &random)!
+                heir.balance += account.balance
+                account.balance = 0
+            }
+            try context.delete(owner)   // its accounts go at the end of the block (cascade)
+        case .save, .rollback, .pin, .unpin, .reset:
+            preconditionFailure("\(self) changes no object")
+        }
+        return .done
+    }
+
+    /// Saves a root context; on a merge conflict (expected: other contexts saved the same
+    /// accounts) rolls back. Tells `ledger` what a successful save inserted and deleted,
+    /// and which deletions are under way before the save starts.
+    static func saveRoot(_ context: isolated ManagedObjectContext, ledger: StressLedger, label: String) throws -> StressRootSave {
+        try context.processPendingChanges()   // the cascade runs: its deletions are listed below
+        guard context.hasChanges else { return .nothing }
+        let inserted = Array(context.insertedObjects)
+        let deleted = context.deletedObjects.map(\.objectID)
+        ledger.deleting(deleted)
+        do {
+            try context.save()
+        } catch StrataError.mergeConflicts {
+            ledger.abandon(deleted)
+            context.rollback()
+            return .conflicted
+        } catch {
+            ledger.abandon(deleted)
+            throw error
+        }
+        let ids = inserted.map(\.objectID)
+        ledger.saved(inserted: ids, deleted: deleted, by: label)
+        return .saved(inserted: ids, deleted: deleted.count)
+    }
+
+    /// Saves a child into its parent; on a merge conflict (an object it changed is gone
+    /// there) rolls back.
+    static func saveChild(_ context: isolated ManagedObjectContext) throws -> StressChildSave {
+        guard context.hasChanges else { return .nothing }
+        do {
+            try context.save()
+            return .saved
+        } catch StrataError.mergeConflicts {
+            context.rollback()
+            return .conflicted
+        }
+    }
+
+    /// The accounts as `context` sees them now.
+    static func view(of context: isolated ManagedObjectContext, transaction: Int?) throws -> StressView {
+        var balances: [ManagedObjectID: Int] = [:]
+        for account in try accounts(in: context) { balances[account.objectID] = account.balance }
+        return StressView(balances: balances, transaction: transaction)
+    }
+
+    /// A root context's generation, and when it has no unsaved changes, its view of the
+    /// accounts read afresh: a pinned context's registered objects are refreshed from its
+    /// generation, an unpinned one is reset.
+    static func inspect(_ context: isolated ManagedObjectContext, store: PersistentStore) throws -> StressInspection {
+        let wasLazy = context.graph.heldGenerationToken?.isCurrent == true
+        let token = context.queryGenerationToken
+        let transaction = token?.transactionID(in: store)
+        guard !context.hasChanges else { return StressInspection(wasLazy: wasLazy, token: token, transaction: transaction, view: nil) }
+        if transaction != nil {
+            try context.refreshAllObjects()
+        } else {
+            context.reset()
+        }
+        let view = try view(of: context, transaction: transaction)
+        return StressInspection(wasLazy: wasLazy, token: token, transaction: transaction, view: view)
+    }
+
+    /// A child's view of the accounts (through its parent), read afresh; nil when it has
+    /// unsaved changes.
+    static func inspectChild(_ context: isolated ManagedObjectContext) throws -> StressView? {
+        guard !context.hasChanges else { return nil }
+        context.reset()
+        return try view(of: context, transaction: nil)
+    }
+
+    /// Every object in the store as a new context sees it (pinned to `token`, or to the
+    /// newest generation), and the transaction id read; nil when `token`'s generation is
+    /// gone.
+    static func storeContents(
+        _ context: isolated ManagedObjectContext, token: QueryGenerationToken, store: PersistentStore
+    ) throws -> (view: StressView, owners: Set<ManagedObjectID>)? {
+        do {
+            try context.setQueryGenerationFrom(token)
+        } catch StrataError.queryGenerationUnavailable {
+            return nil
+        }
+        let transaction = context.queryGenerationToken?.transactionID(in: store)
+        let view = try view(of: context, transaction: transaction)
+        var request = FetchRequest<ManagedObjectID>(entityName: StressOwner.entityName)
+        request.resultType = .managedObjectID
+        return (view, Set(try context.fetch(request)))
+    }
+}
