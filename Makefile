@@ -29,7 +29,7 @@ test: deps
 
 ## The concurrency suites (contexts, executors, coordinator, stores) under ThreadSanitizer,
 ## in a scratch folder of their own. Any report fails the run.
-TSAN_SUITES ?= Context|Container|ObjectGraph|Coordinator|StoreFileConcurrency|FetchPlanner|QueryGeneration|GroupCommit
+TSAN_SUITES ?= Context|Container|ObjectGraph|Coordinator|StoreFileConcurrency|FetchPlanner|QueryGeneration|GroupCommit|ConcurrencyStress
 tsan: deps
 	TSAN_OPTIONS=halt_on_error=1 $(SWIFT) test --sanitize=thread --scratch-path .build-tsan --filter '$(TSAN_SUITES)'
 
