@@ -41,6 +41,8 @@ public final class Environment: @unchecked Sendable {
 
     let handle: OpaquePointer
     let fileIdentity: FileIdentity
+    /// This environment's entry in the process-wide registry.
+    let registration: UInt64
     let pageSize: Int
 
     /// Guards `activeReads`, `activeSnapshots`, `nextSnapshotSerial`, `isResizing`,
@@ -75,13 +77,14 @@ public final class Environment: @unchecked Sendable {
         self.pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
 
         let identity = try FileIdentity(path: directory)
-        try OpenEnvironments.register(identity, path: directory)
+        let token = try OpenEnvironments.register(identity, path: directory)
         self.fileIdentity = identity
+        self.registration = token
 
         var env: OpaquePointer?
         var rc = mdb_env_create(&env)
         guard rc == MDB_SUCCESS, let env else {
-            OpenEnvironments.unregister(identity)
+            OpenEnvironments.unregister(identity, token: token)
             throw LMDBError(code: rc).adding(context: "mdb_env_create")
         }
         let mapSize = Environment.roundUp(max(configuration.mapSize, pageSize), to: pageSize)
@@ -96,7 +99,7 @@ public final class Environment: @unchecked Sendable {
         }
         if rc != MDB_SUCCESS {
             mdb_env_close(env)
-            OpenEnvironments.unregister(identity)
+            OpenEnvironments.unregister(identity, token: token)
             throw LMDBError(code: rc).adding(context: "opening the environment at \(directory)")
         }
         if existing {
@@ -105,10 +108,14 @@ public final class Environment: @unchecked Sendable {
             if info.me_mapsize < mapSize { rc = mdb_env_set_mapsize(env, mapSize) }
             if rc != MDB_SUCCESS {
                 mdb_env_close(env)
-                OpenEnvironments.unregister(identity)
+                OpenEnvironments.unregister(identity, token: token)
                 throw LMDBError(code: rc).adding(context: "setting the map size of \(directory)")
             }
         }
+        var fd: Int32 = -1
+        var dataInfo = stat()
+        let dataFile = mdb_env_get_fd(env, &fd) == MDB_SUCCESS && fstat(fd, &dataInfo) == 0 ? FileIdentity(dataInfo) : nil
+        OpenEnvironments.opened(identity, token: token, dataFile: dataFile)
         var dead: Int32 = 0
         _ = mdb_reader_check(env, &dead)
         self.handle = env
@@ -122,7 +129,7 @@ public final class Environment: @unchecked Sendable {
 
     deinit {
         mdb_env_close(handle)
-        OpenEnvironments.unregister(fileIdentity)
+        OpenEnvironments.unregister(fileIdentity, token: registration)
     }
 
     /// The error that put the environment into its terminal state, or nil while it is usable.
@@ -251,8 +258,8 @@ public final class Environment: @unchecked Sendable {
     }
 }
 
-/// A directory's device and inode: how the process-wide registry recognises a store
-/// however its path is spelled.
+/// A file's device and inode: how the process-wide registry recognises a store however
+/// its path is spelled.
 struct FileIdentity: Hashable, Sendable {
     let device: UInt64
     let inode: UInt64
@@ -262,29 +269,83 @@ struct FileIdentity: Hashable, Sendable {
         guard stat(path, &info) == 0 else {
             throw LMDBError(code: errno, message: "cannot stat \(path)")
         }
-        device = UInt64(info.st_dev)
-        inode = UInt64(info.st_ino)
+        self.init(info)
+    }
+
+    init(_ info: stat) {
+        self.init(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+    }
+
+    init(device: UInt64, inode: UInt64) {
+        self.device = device
+        self.inode = inode
+    }
+
+    /// The identity of the file at `path`, or nil when there is none.
+    static func existing(atPath path: String) -> FileIdentity? {
+        var info = stat()
+        return stat(path, &info) == 0 ? FileIdentity(info) : nil
     }
 }
 
 /// The environments open in this process (LMDB: never open one environment twice).
+///
+/// Keyed by the directory's identity. A directory removed while its environment is still
+/// open frees its inode number for a new directory, so a match is the same store only
+/// when the registered environment's data file is still in its directory, or is in the
+/// new one (it moved): an open file's inode number is never reused.
 enum OpenEnvironments {
+    private struct Entry {
+        let token: UInt64
+        let path: String
+        /// The environment's data.mdb, once it is open.
+        var dataFile: FileIdentity?
+    }
+
     private static let lock = ConditionLock()
     // nonisolated(unsafe) because every access holds `lock`.
-    private nonisolated(unsafe) static var open: [FileIdentity: String] = [:]
+    private nonisolated(unsafe) static var open: [FileIdentity: [Entry]] = [:]
+    // nonisolated(unsafe) because every access holds `lock`.
+    private nonisolated(unsafe) static var lastToken: UInt64 = 0
 
-    static func register(_ identity: FileIdentity, path: String) throws(LMDBError) {
-        try lock.withLock { () throws(LMDBError) in
-            if let existing = open[identity] {
-                throw LMDBError(
-                    code: LMDBError.alreadyOpen.code,
-                    message: "\(path) is already open in this process (as \(existing)); share that Environment")
+    /// Registers the directory `identity` at `path`; the token unregisters it.
+    static func register(_ identity: FileIdentity, path: String) throws(LMDBError) -> UInt64 {
+        let dataFile = FileIdentity.existing(atPath: path + "/data.mdb")
+        return try lock.withLock { () throws(LMDBError) -> UInt64 in
+            for entry in open[identity] ?? [] {
+                let stillThere = FileIdentity.existing(atPath: entry.path) == identity
+                let sameStore: Bool
+                if let registeredData = entry.dataFile {
+                    // Its data file still where it was opened, or here under another path (moved).
+                    sameStore = (stillThere && FileIdentity.existing(atPath: entry.path + "/data.mdb") == registeredData)
+                        || dataFile == registeredData
+                } else {
+                    sameStore = stillThere   // still opening
+                }
+                if sameStore {
+                    throw LMDBError(
+                        code: LMDBError.alreadyOpen.code,
+                        message: "\(path) is already open in this process (as \(entry.path)); share that Environment")
+                }
             }
-            open[identity] = path
+            lastToken += 1
+            open[identity, default: []].append(Entry(token: lastToken, path: path, dataFile: dataFile))
+            return lastToken
         }
     }
 
-    static func unregister(_ identity: FileIdentity) {
-        lock.withLock { _ = open.removeValue(forKey: identity) }
+    /// Records the data file of the environment registered with `token`, once it is open.
+    static func opened(_ identity: FileIdentity, token: UInt64, dataFile: FileIdentity?) {
+        lock.withLock {
+            guard let index = open[identity]?.firstIndex(where: { $0.token == token }) else { return }
+            open[identity]?[index].dataFile = dataFile
+        }
+    }
+
+    static func unregister(_ identity: FileIdentity, token: UInt64) {
+        lock.withLock {
+            open[identity]?.removeAll { $0.token == token }
+            if open[identity]?.isEmpty == true { open[identity] = nil }
+        }
     }
 }

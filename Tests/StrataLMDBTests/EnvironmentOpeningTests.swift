@@ -73,6 +73,46 @@ struct EnvironmentOpeningTests {
         #expect(reopened.info.lastTransactionID == 0)
     }
 
+    @Test func aMovedStoreIsStillOpenButARemovedOnesDirectoryIsFree() throws {
+        let dir = TemporaryDirectory()
+        // Moved while open: the same data file, so the same store.
+        let first = dir.appending("first")
+        let moved = dir.appending("moved")
+        let env = try Environment(path: first)
+        let database = try env.openDatabase(named: nil)
+        try env.write { txn throws in try txn.put([1], forKey: [1], in: database) }
+        #expect(rename(first, moved) == 0)
+        #expect(throws: LMDBError.alreadyOpen) { try Environment(path: moved) }
+
+        _ = env
+    }
+
+    @Test func aRemovedStoresInodeNumberReusedByANewDirectoryIsNotAlreadyOpen() throws {
+        // A directory removed while its environment is open frees its inode number; a new
+        // directory that gets it is another store. Played on the registry with the identity
+        // such a reuse gives, since the file system decides when a number comes back.
+        let dir = TemporaryDirectory()
+        let reused = FileIdentity(device: 1, inode: 424_242)
+        let gone = dir.appending("removed")   // never created: the registered directory is gone
+        let oldData = try FileIdentity(path: dir.path)   // stands for the leaked environment's data file
+        let leaked = try OpenEnvironments.register(reused, path: gone)
+        OpenEnvironments.opened(reused, token: leaked, dataFile: oldData)
+        defer { OpenEnvironments.unregister(reused, token: leaked) }
+
+        let fresh = dir.appending("fresh")
+        #expect(mkdir(fresh, 0o755) == 0)
+        let token = try OpenEnvironments.register(reused, path: fresh)
+        OpenEnvironments.unregister(reused, token: token)
+
+        // The same number with the leaked environment's data file in it: that store, moved.
+        let moved = dir.appending("moved")
+        #expect(mkdir(moved, 0o755) == 0)
+        #expect(FileManager.default.createFile(atPath: moved + "/data.mdb", contents: Data()))
+        let movedData = try FileIdentity(path: moved + "/data.mdb")
+        OpenEnvironments.opened(reused, token: leaked, dataFile: movedData)
+        #expect(throws: LMDBError.alreadyOpen) { try OpenEnvironments.register(reused, path: moved) }
+    }
+
     @Test func existingStoreKeepsItsData() throws {
         let dir = TemporaryDirectory()
         do {
