@@ -6,7 +6,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DOCS := .build/docs
 SYMBOLS := $(DOCS)/symbol-graphs
 
-.PHONY: all deps bench-deps run test tsan reliability bench bench-quick bench-build bench-suite bench-ratios docs fuzz clean
+.PHONY: all deps bench-deps run test faults tsan reliability bench bench-quick bench-build bench-suite bench-ratios docs fuzz clean
 
 all: test
 
@@ -23,9 +23,21 @@ deps:
 run: deps
 	$(SWIFT) run strata demo
 
-## The full test suite.
-test: deps
+## The full test suite (the I/O fault tests need the fault shim, built first).
+test: deps faults
 	$(SWIFT) test
+
+## The I/O fault shim (Tests/FaultShim): an LD_PRELOAD library that fails chosen
+## write/pwrite/writev/fsync/fdatasync calls, for the reliability suite's fault runs.
+## Built with cc, or the Swift toolchain's clang when cc is missing.
+ifeq ($(origin CC),default)
+CC := $(shell command -v cc || command -v clang)
+endif
+FAULTS := .build-faults
+$(FAULTS)/libstrata_faults.so: Tests/FaultShim/strata_faults.c
+	@mkdir -p $(FAULTS)
+	$(CC) -shared -fPIC -O2 -Wall -Wextra -Werror -o $@ $< -ldl -lpthread
+faults: $(FAULTS)/libstrata_faults.so
 
 ## The concurrency suites (contexts, executors, coordinator, stores) under ThreadSanitizer,
 ## in a scratch folder of their own. Any report fails the run.
@@ -35,16 +47,18 @@ tsan: deps
 
 ## The long tier of the reliability suite (the short tier runs in `make test`): 10,000 kill -9
 ## cycles and 1,000 crash-point cycles against a release build, each audited. RELIABILITY_SEED
-## repeats a run; the stores of a failed run are kept and its seed is printed.
+## repeats a run; the stores of a failed run are kept and its seed is printed. Then the I/O
+## fault runs at every N (each write/sync call x EIO/ENOSPC x once/forever/short).
 RELIABILITY_BUILD := .build-reliability
 RELIABILITY_TOOL := $(RELIABILITY_BUILD)/release/strata-reliability
 RELIABILITY_SEED ?=
 KILL_CYCLES ?= 10000
 CRASH_POINT_CYCLES ?= 1000
-reliability: deps
+reliability: deps faults
 	$(SWIFT) build -c release --scratch-path $(RELIABILITY_BUILD) --product strata-reliability
 	$(RELIABILITY_TOOL) kill-cycles --cycles $(KILL_CYCLES) $(if $(RELIABILITY_SEED),--seed $(RELIABILITY_SEED))
 	$(RELIABILITY_TOOL) kill-cycles --mode crash-points --cycles $(CRASH_POINT_CYCLES) $(if $(RELIABILITY_SEED),--seed $(RELIABILITY_SEED))
+	$(RELIABILITY_TOOL) faults --shim $(FAULTS)/libstrata_faults.so --modes once,forever,short
 
 ## Benchmarks: a separate package (Benchmarks/), so users never resolve benchmark-only
 ## dependencies. Its GRDB baseline needs Debian's libsqlite3-dev, installed when missing.
@@ -123,4 +137,4 @@ fuzz: deps
 	$(call run-fuzzer,PredicateParserFuzzer,predicate-parser,the predicate parser)
 
 clean:
-	rm -rf .build .build-fuzz .build-reliability Benchmarks/.build Demo.strata DemoLMDB.strata
+	rm -rf .build .build-fuzz .build-reliability $(FAULTS) Benchmarks/.build Demo.strata DemoLMDB.strata
