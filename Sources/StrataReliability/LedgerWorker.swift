@@ -23,6 +23,8 @@ public struct LedgerWorker: Sendable {
     public var writers = 1
     /// Where acknowledgements go (a file descriptor: written with `write(2)`, unbuffered).
     public var output: Int32 = 1
+    /// What to do when a save fails (``ErrorPolicy/stop``: print it and return).
+    public var onError = ErrorPolicy.stop
 
     /// A worker for `store` with plan seed `seed`.
     public init(store: URL, seed: UInt64) {
@@ -46,6 +48,7 @@ public struct LedgerWorker: Sendable {
     /// save, then `error <type> <description>` when a save fails, and returns that error
     /// in the outcome; never traps.
     public func run() async -> Outcome {
+        if onError == .continue { return await runContinuing() }
         var outcome = Outcome(start: Array(repeating: 0, count: writers), acknowledged: Array(repeating: 0, count: writers))
         let coordinator: PersistentStoreCoordinator
         do {
@@ -55,15 +58,7 @@ public struct LedgerWorker: Sendable {
             options.maximumMapSize = maximumMapSize
             coordinator = PersistentStoreCoordinator(managedObjectModel: LedgerModel.model)
             _ = try await coordinator.addPersistentStore(type: .lmdb, at: store, options: options)
-            let sequences = try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
-                var request = FetchRequest<[String: any Sendable]>(entityName: "LedgerBatch")
-                request.resultType = .dictionary
-                request.propertiesToFetch = ["sequence"]
-                return try context.fetch(request).compactMap { $0["sequence"] as? Int64 }
-            }
-            for sequence in sequences where LedgerSave.writer(ofBatch: sequence) < writers {
-                outcome.start[LedgerSave.writer(ofBatch: sequence)] += 1
-            }
+            outcome.start = try await committedCounts(in: coordinator)
         } catch {
             outcome.error = error
             emit("error \(type(of: error)) \(error)")
@@ -85,6 +80,21 @@ public struct LedgerWorker: Sendable {
         }
         emit("statistics \(coordinator.writeStatistics)")
         return outcome
+    }
+
+    /// The number of each writer's saves in the store (its batches).
+    func committedCounts(in coordinator: PersistentStoreCoordinator) async throws -> [Int] {
+        let sequences = try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+            var request = FetchRequest<[String: any Sendable]>(entityName: "LedgerBatch")
+            request.resultType = .dictionary
+            request.propertiesToFetch = ["sequence"]
+            return try context.fetch(request).compactMap { $0["sequence"] as? Int64 }
+        }
+        var counts = Array(repeating: 0, count: writers)
+        for sequence in sequences where LedgerSave.writer(ofBatch: sequence) < writers {
+            counts[LedgerSave.writer(ofBatch: sequence)] += 1
+        }
+        return counts
     }
 
     /// One writer's loop: its saves from `start` on, each acknowledged after it returned.
@@ -179,7 +189,7 @@ public struct LedgerWorker: Sendable {
         return customer
     }
 
-    private func emit(_ line: String) {
+    func emit(_ line: String) {
         let text = line.replacingOccurrences(of: "\n", with: " ") + "\n"
         text.withCString { pointer in
             var offset = 0

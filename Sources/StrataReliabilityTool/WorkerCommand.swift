@@ -25,12 +25,18 @@ struct WorkerCommand: AsyncParsableCommand {
     @Option(help: "How many writers save at once, each through its own contexts.")
     var writers = 1
 
+    @Option(help: "stop (print the error and exit 3) or continue (save again; reopen a terminal store).")
+    var onError: String = "stop"
+
     func validate() throws {
         guard ["sync", "noMetaSync", "noSync"].contains(durability) else {
             throw ValidationError("--durability must be sync, noMetaSync or noSync, not '\(durability)'")
         }
         if let saves, saves < 0 { throw ValidationError("--saves must not be negative") }
         guard (1...64).contains(writers) else { throw ValidationError("--writers must be 1 to 64") }
+        guard LedgerWorker.ErrorPolicy(rawValue: onError) != nil else {
+            throw ValidationError("--on-error must be stop or continue, not '\(onError)'")
+        }
     }
 
     func run() async throws {
@@ -42,6 +48,7 @@ struct WorkerCommand: AsyncParsableCommand {
         }
         worker.limit = saves
         worker.writers = writers
+        worker.onError = LedgerWorker.ErrorPolicy(rawValue: onError) ?? .stop
         let outcome = await worker.run()
         if outcome.error != nil { throw ExitCode(3) }
     }
