@@ -106,10 +106,31 @@ extension Environment {
             if committed != MDB_SUCCESS {
                 let error = LMDBError(code: committed).adding(context: "committing a write transaction")
                 noteIfTerminal(error)
-                throw error
+                throw noteIfPanicked(after: error)
             }
             return result
         }
+    }
+
+    /// After a failed commit: records the terminal state when the failure panicked LMDB.
+    ///
+    /// When the meta-page write at the end of a commit fails, LMDB marks the environment
+    /// fatal (mdb.c, `mdb_env_write_meta`: `MDB_FATAL_ERROR`) but returns the write's own
+    /// error (`EIO`, `ENOSPC`); only the next transaction sees ``LMDBError/panic``. A read
+    /// transaction begun here finds out at once, so ``terminalError`` is set before the
+    /// failed save returns and nothing reads the environment in between. The write mutex
+    /// is held: no remap can run. Returns `error`, saying the environment is now unusable
+    /// when it is.
+    private func noteIfPanicked(after error: LMDBError) -> LMDBError {
+        var probe: OpaquePointer?
+        let rc = mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &probe)
+        if rc == MDB_SUCCESS {
+            mdb_txn_abort(probe)
+            return error
+        }
+        guard rc == MDB_PANIC else { return error }  // readers full, say: the next transaction will tell
+        noteIfTerminal(LMDBError(code: MDB_PANIC).adding(context: "after \(error.name) committing a write transaction"))
+        return error.adding(context: "the environment is now unusable: close it and open the store again")
     }
 
     // MARK: Reader accounting
