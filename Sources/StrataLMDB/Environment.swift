@@ -141,6 +141,15 @@ public final class Environment: @unchecked Sendable {
         state.withLock { terminal }
     }
 
+    /// Throws ``LMDBError/environmentUnusable`` when the environment is in its terminal
+    /// state (``terminalError`` is set), as every new transaction then does.
+    ///
+    /// For callers that answer reads from a cache of their own: a terminal environment's
+    /// data must not be served at all until the store is opened again.
+    public func checkUsable() throws(LMDBError) {
+        try state.withLock { () throws(LMDBError) in try checkUsableLocked() }
+    }
+
     /// Records a terminal error (panic, corruption) so later transactions are refused.
     func noteIfTerminal(_ error: any Error) {
         guard let error = error as? LMDBError, error.isTerminal else { return }

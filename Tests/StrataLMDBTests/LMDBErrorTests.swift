@@ -78,9 +78,11 @@ struct LMDBErrorTests {
         let db = try env.openDatabase(named: "t", flags: .create)
         let snapshot = try env.makeSnapshot()
         #expect(env.terminalError == nil)
+        #expect(throws: Never.self) { try env.checkUsable() }
         // What the environment does when LMDB reports MDB_PANIC from any operation.
         env.noteIfTerminal(LMDBError(code: -30795, message: "fatal write failure"))
         #expect(env.terminalError == .panic)
+        #expect(throws: LMDBError.environmentUnusable) { try env.checkUsable() }
         #expect(throws: LMDBError.environmentUnusable) { try env.read { _ in } }
         #expect(throws: LMDBError.environmentUnusable) { try env.write { _ in } }
         #expect(throws: LMDBError.environmentUnusable) { try env.makeSnapshot() }

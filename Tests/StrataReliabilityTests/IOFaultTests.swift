@@ -52,4 +52,21 @@ struct IOFaultTests {
         #expect(run.committed == [runs.baselineSaves + runs.saves], "the audit finds every save, the failed one retried")
     }
 
+    @Test("A terminal store refuses saves, fetches and faults of cached rows with environmentUnusable until it is removed and added again")
+    func terminalRefusesEverything() async throws {
+        let directory = TemporaryDirectory()
+        guard let runs = Self.runs(in: directory) else { return }
+        let baseline = try runs.prepareBaseline()
+        let n = try await Self.firstMetaPageWrite(runs, baseline: baseline)
+        let run = await runs.run(.init(operation: .pwrite, errno: .enospc, mode: .once), n: n, baseline: baseline)
+        #expect(run.problems.isEmpty, "\(run.problems)")
+        let refusals = run.transcript.refusals
+        for probe in ["save", "fetch", "fault"] {
+            let refusal = refusals.first { $0.hasPrefix("refused \(probe) ") }
+            #expect(refusal?.contains("StrataError storage error: LMDBError.environmentUnusable") == true, "\(probe): \(refusals)")
+        }
+        #expect(run.transcript.errors.first?.contains("LMDBError.noSpace") == true, "\(run.transcript.errors)")
+        #expect(run.transcript.reopenings == 1)
+        #expect(run.committed == [runs.baselineSaves + runs.saves])
+    }
 }

@@ -19,7 +19,10 @@ extension PersistentStoreCoordinator {
     ///
     /// - Returns: nil when the row does not exist.
     nonisolated func snapshot(of id: ManagedObjectID, staleness: Double) throws -> ObjectSnapshot? {
-        if let cached = rowCache.snapshot(of: id, staleness: staleness) { return cached }
+        if let cached = rowCache.snapshot(of: id, staleness: staleness) {
+            try checkUsable(store: id.storeIdentifier)
+            return cached
+        }
         let epoch = rowCache.epoch, stamp = RowCache.now
         let snapshot = try snapshot(of: id)
         if let snapshot { rowCache.fill(CollectionOfOne(snapshot), readAt: stamp, epoch: epoch) }
@@ -32,13 +35,16 @@ extension PersistentStoreCoordinator {
     nonisolated func snapshots(of ids: some Sequence<ManagedObjectID>, staleness: Double) throws -> [ManagedObjectID: ObjectSnapshot] {
         var found: [ManagedObjectID: ObjectSnapshot] = [:]
         var missing: [UUID: [ManagedObjectID]] = [:]
+        var cachedStores: Set<UUID> = []
         for id in ids {
             if let cached = rowCache.snapshot(of: id, staleness: staleness) {
                 found[id] = cached
+                if let store = id.storeIdentifier { cachedStores.insert(store) }
             } else if let store = id.storeIdentifier {
                 missing[store, default: []].append(id)
             }
         }
+        for store in cachedStores { try checkUsable(store: store) }
         for (identifier, wanted) in missing {
             guard let store = persistentStores.first(where: { $0.identifier == identifier }) else { continue }
             let epoch = rowCache.epoch, stamp = RowCache.now
@@ -48,6 +54,14 @@ extension PersistentStoreCoordinator {
             for row in rows { found[row.objectID] = row }
         }
         return found
+    }
+
+    /// Throws ``StrataError/storage(_:)`` of ``LMDBError/environmentUnusable`` when the
+    /// store `identifier` names is terminal (``PersistentStore/terminalError``): its
+    /// cached rows are not served either, since every read of it fails.
+    private nonisolated func checkUsable(store identifier: UUID?) throws(StrataError) {
+        guard let identifier, let store = persistentStores.first(where: { $0.identifier == identifier }) else { return }
+        try StoreFile.storage { try store.file.environment.checkUsable() }
     }
 
     /// The stored destinations of `relationship` (to-many) of every object in `ids`, in
