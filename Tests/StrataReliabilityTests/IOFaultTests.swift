@@ -26,6 +26,42 @@ struct IOFaultTests {
         shim().map { FaultRuns(directory: directory.url.appendingPathComponent("faults"), shim: $0) }
     }
 
+    @Test("Every operation x EIO/ENOSPC x once/forever, N = 1, 2, 3, 5, 8, ... up to a run without a fault: no trap, typed errors, nothing acknowledged lost")
+    func everyOperationErrnoAndMode() async throws {
+        let directory = TemporaryDirectory()
+        guard var runs = Self.runs(in: directory) else { return }
+        runs.steps = .sparse
+        let report = await runs.run()
+        #expect(report.problems.isEmpty, "\(report)")
+        #expect(report.combinations.count == 24)
+        // LMDB writes pages with pwrite and writev and syncs with fdatasync: those must
+        // have been faulted, and saves must have failed and been acknowledged around them.
+        for operation in [FaultRuns.Operation.pwrite, .writev, .fdatasync] {
+            for errno in FaultRuns.FaultErrno.allCases {
+                for mode in [FaultRuns.Mode.once, .forever] {
+                    let figures = try #require(report.figures[.init(operation: operation, errno: errno, mode: mode)])
+                    #expect(figures.faults > 0 && figures.failedSaves > 0 && figures.acknowledged > 0, "\(operation) \(errno) \(mode): \(report)")
+                    #expect(figures.losses == 0 && figures.cleanAudits == figures.tried.count)
+                }
+            }
+        }
+        let terminal = report.figures.filter { $0.key.operation == .pwrite }.values.map(\.terminalRuns)
+        #expect(terminal.allSatisfy { $0 > 0 }, "failed meta-page writes must have panicked LMDB: \(report)")
+    }
+
+    @Test("Short writes (half the bytes) of pwrite and writev: LMDB reports EIO, nothing acknowledged is lost")
+    func shortWrites() async throws {
+        let directory = TemporaryDirectory()
+        guard var runs = Self.runs(in: directory) else { return }
+        runs.steps = .sparse
+        runs.operations = [.pwrite, .writev]
+        runs.errnos = [.eio]
+        runs.modes = [.short]
+        let report = await runs.run()
+        #expect(report.problems.isEmpty, "\(report)")
+        #expect(report.figures.values.allSatisfy { $0.faults > 0 && $0.losses == 0 }, "\(report)")
+    }
+
     /// The number of the first meta-page write (a pwrite of less than a page) of a worker
     /// run without faults.
     static func firstMetaPageWrite(_ runs: FaultRuns, baseline: URL) async throws -> Int {
@@ -68,5 +104,18 @@ struct IOFaultTests {
         #expect(run.transcript.errors.first?.contains("LMDBError.noSpace") == true, "\(run.transcript.errors)")
         #expect(run.transcript.reopenings == 1)
         #expect(run.committed == [runs.baselineSaves + runs.saves])
+    }
+
+    @Test("Meta-page writes that keep failing: every reopened store panics again, the worker stops with a typed error, the store keeps every acknowledged save")
+    func terminalAgainAndAgain() async throws {
+        let directory = TemporaryDirectory()
+        guard let runs = Self.runs(in: directory) else { return }
+        let baseline = try runs.prepareBaseline()
+        let n = try await Self.firstMetaPageWrite(runs, baseline: baseline)
+        let run = await runs.run(.init(operation: .pwrite, errno: .eio, mode: .forever), n: n, baseline: baseline)
+        #expect(run.problems.isEmpty, "\(run.problems)")
+        #expect(run.termination == .exited(3))
+        #expect(run.transcript.reopenings >= 2, "each attempt panics the reopened store again")
+        #expect(run.committed == run.acknowledged)
     }
 }
