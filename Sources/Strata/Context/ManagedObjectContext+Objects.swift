@@ -68,6 +68,10 @@ extension ManagedObjectContext {
     /// Deletes `object` at the next save. An object inserted since the last save simply
     /// leaves the context: it is not in ``deletedObjects``. Delete rules run at the end
     /// of the current block (``propagatesDeletesAtEndOfEvent``) or at save.
+    ///
+    /// - Throws: ``StrataError/invalidObjectState(_:reason:)`` for an object of another
+    ///   context; ``StrataError/storage(_:)`` when the object is a fault and its store
+    ///   cannot be read (its row version is needed for the save's conflict check).
     public func delete(_ object: ManagedObject) throws {
         try graph.delete(object)
     }

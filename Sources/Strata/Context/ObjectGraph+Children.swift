@@ -130,7 +130,10 @@ extension ObjectGraph {
         let changes = Dictionary(save.updated.map { ($0.objectID, $0) }) { first, _ in first }
         for id in save.updated.map(\.objectID) + save.deleted + save.checked {
             let object = object(for: id)
-            if object.isDeleted || !object.fulfilIfNeeded() {
+            if object.isDeleted {
+                conflicts.append(MergeConflict(objectID: id, oldVersion: object.rowVersion, newVersion: nil))
+            } else if !object.fulfilIfNeeded() {
+                try object.throwIfStorageFailed()  // the store could not be read: no conflict is known
                 conflicts.append(MergeConflict(objectID: id, oldVersion: object.rowVersion, newVersion: nil))
             } else if let base = save.bases[id], !holds(base, of: object, for: changes[id]) {
                 conflicts.append(MergeConflict(objectID: id, oldVersion: base.version, newVersion: object.rowVersion))
@@ -139,6 +142,14 @@ extension ObjectGraph {
             }
         }
         guard conflicts.isEmpty else { throw StrataError.mergeConflicts(conflicts) }
+        // The to-many relationships the child changed are read now, so that a store that
+        // cannot be read fails the save before anything changes (not drop the changes).
+        for change in save.updated {
+            guard let object = targets[change.objectID] else { continue }
+            for slot in Set(change.added.keys).union(change.removed.keys) where slot < object.entity.relationships.count {
+                if !object.loadRelationshipIfNeeded(slot) { try object.throwIfStorageFailed() }
+            }
+        }
         var entities: [String: EntityDescription] = [:]
         for snapshot in save.inserted {
             guard let entity = model.entitiesByName[snapshot.objectID.entityName], !entity.isAbstract else {

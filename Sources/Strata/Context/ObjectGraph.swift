@@ -426,15 +426,16 @@ final class ObjectGraph: ManagedObjectOwner {
     /// (``propagatesDeletesAtEndOfEvent``) or at save.
     ///
     /// - Throws: ``StrataError/invalidObjectState(_:reason:)`` for an object of
-    ///   another context.
+    ///   another context; ``StrataError/storage(_:)`` when its fault cannot be read.
     func delete(_ object: ManagedObject) throws {
         guard object.owner === self else {
             throw StrataError.invalidObjectState(object.objectID, reason: "it does not belong to this context")
         }
         guard !object.isDeleted else { return }
         // A fault (a fetched object never touched) fires first: the save checks the row
-        // version it read, and delete rules, undo and notifications see its values.
-        object.fulfilIfNeeded()
+        // version it read, and delete rules, undo and notifications see its values. When
+        // the store cannot be read, the delete fails with that (not a conflict at save).
+        if !object.fulfilIfNeeded() { try object.throwIfStorageFailed() }
         object.prepareForDeletion()
         event.record(object, in: .deleted)
         if object.isInserted {
@@ -453,36 +454,54 @@ final class ObjectGraph: ManagedObjectOwner {
 
     /// Runs the delete rules of objects deleted since the last call: nullify removes
     /// them from their destinations' inverses, cascade deletes the destinations, deny
-    /// and no action leave them (deny is checked at save).
+    /// and no action leave them (deny is checked at save). When a destination cannot be
+    /// read (a storage failure), the objects not yet done stay pending for the next
+    /// call, and the failure is thrown.
     func propagateDeletes() throws {
         while !pendingDeletes.isEmpty {
             let batch = pendingDeletes
             pendingDeletes = []
-            for object in batch {
-                for (slot, relationship) in object.entity.relationships.enumerated() {
-                    switch relationship.deleteRule {
-                    case .noAction, .deny:
-                        continue
-                    case .nullify:
-                        guard object.loadRelationshipIfNeeded(slot) else { continue }
-                        detachDestinations(of: object, slot: slot)
-                    case .cascade:
-                        guard object.loadRelationshipIfNeeded(slot) else { continue }
-                        for destination in object.relationshipValues[slot].objects where !destination.isDeleted {
-                            try delete(destination)
-                        }
-                        detachDestinations(of: object, slot: slot)
-                    }
-                }
-                if !object.isInserted && !deleted.contains(where: { $0 === object }) {
-                    // An inserted-then-deleted object: it leaves the context entirely.
-                    table[object.objectID] = nil
-                    changed[ObjectIdentifier(object)] = nil
-                    assignedStores[ObjectIdentifier(object)] = nil
-                    object.owner = nil
-                    object.deletedFlag = false
+            for (index, object) in batch.enumerated() {
+                do {
+                    try propagateDelete(of: object)
+                } catch {
+                    pendingDeletes = Array(batch[index...]) + pendingDeletes
+                    throw error
                 }
             }
+        }
+    }
+
+    /// Runs the delete rules of one deleted object (see ``propagateDeletes()``).
+    private func propagateDelete(of object: ManagedObject) throws {
+        for (slot, relationship) in object.entity.relationships.enumerated() {
+            switch relationship.deleteRule {
+            case .noAction, .deny:
+                continue
+            case .nullify:
+                guard object.loadRelationshipIfNeeded(slot) else {
+                    try object.throwIfStorageFailed()  // unreadable is not empty
+                    continue
+                }
+                detachDestinations(of: object, slot: slot)
+            case .cascade:
+                guard object.loadRelationshipIfNeeded(slot) else {
+                    try object.throwIfStorageFailed()  // skipping would leave the destinations orphaned
+                    continue
+                }
+                for destination in object.relationshipValues[slot].objects where !destination.isDeleted {
+                    try delete(destination)
+                }
+                detachDestinations(of: object, slot: slot)
+            }
+        }
+        if !object.isInserted && !deleted.contains(where: { $0 === object }) {
+            // An inserted-then-deleted object: it leaves the context entirely.
+            table[object.objectID] = nil
+            changed[ObjectIdentifier(object)] = nil
+            assignedStores[ObjectIdentifier(object)] = nil
+            object.owner = nil
+            object.deletedFlag = false
         }
     }
 

@@ -20,7 +20,14 @@ extension ManagedObject {
             awakeFromFetch()
             return true
         } catch {
+            guard case .inaccessibleFault = error else {
+                // The store could not be read: that says nothing about the row, so the
+                // object stays a fault (the next access reads again) and reports why.
+                faultFailure = error
+                return false
+            }
             faultState = .inaccessible
+            faultFailure = nil
             if owner.handleInaccessibleFault(self, property: property, error: error) {
                 deletedFlag = true
             }
@@ -28,8 +35,17 @@ extension ManagedObject {
         }
     }
 
-    /// The error a throwing accessor reports for an object whose values cannot be read.
-    var inaccessibleError: StrataError { .inaccessibleFault(objectID) }
+    /// The error a throwing accessor reports for an object whose values cannot be read:
+    /// the storage failure that stopped the read, else ``StrataError/inaccessibleFault(_:)``
+    /// (the row is gone).
+    var inaccessibleError: StrataError { faultFailure ?? .inaccessibleFault(objectID) }
+
+    /// Throws the storage failure that stopped the last read of the object's values or
+    /// destinations, if one did: for callers that must not carry on as if the row were
+    /// gone (delete rules, validation).
+    func throwIfStorageFailed() throws(StrataError) {
+        if let faultFailure { throw faultFailure }
+    }
 
     /// Replaces the object's persistent values with `snapshot` and makes them its
     /// committed values. Transient attributes keep their value (or take their default
@@ -50,6 +66,7 @@ extension ManagedObject {
         rowVersion = snapshot.version
         committed = CommittedState(attributes: attributeValues, relationships: relationshipValues)
         faultState = .fulfilled
+        faultFailure = nil
         isModified = false
     }
 
@@ -80,6 +97,7 @@ extension ManagedObject {
         relationshipValues = entity.relationships.map { $0.isToMany ? .notLoaded : .toOne(nil) }
         committed = nil
         faultState = .fault
+        faultFailure = nil
         isModified = false
         didTurnIntoFault()
     }
@@ -93,6 +111,7 @@ extension ManagedObject {
         relationshipValues = entity.relationships.map { $0.isToMany ? .notLoaded : .toOne(nil) }
         committed = nil
         faultState = .fault
+        faultFailure = nil
         isModified = false
     }
 
@@ -140,9 +159,14 @@ extension ManagedObject {
             relationshipValues[slot] = storage
             // Loading is not a change: the committed value is what was loaded.
             committed?.relationships[slot] = storage
+            faultFailure = nil
             return true
         } catch {
-            _ = owner.handleInaccessibleFault(self, property: relationship.name, error: error)
+            if case .inaccessibleFault = error {
+                _ = owner.handleInaccessibleFault(self, property: relationship.name, error: error)
+            } else {
+                faultFailure = error  // the store could not be read: the relationship stays not loaded
+            }
             return false
         }
     }

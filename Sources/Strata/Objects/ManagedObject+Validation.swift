@@ -48,7 +48,7 @@ extension ManagedObject {
     func validateDeleteRules() throws {
         var failures: [ValidationFailure] = []
         for (slot, relationship) in entity.relationships.enumerated() where relationship.deleteRule == .deny {
-            loadRelationshipIfNeeded(slot)
+            if !loadRelationshipIfNeeded(slot) { try throwIfStorageFailed() }
             let count = relationshipValues[slot].objects.count
             if count > 0 {
                 failures.append(ValidationFailure(objectID: objectID, key: relationship.name, reason: .deleteDenied(count: count)))
@@ -66,6 +66,8 @@ extension ManagedObject {
                 try validateValue(try value(forKey: name), forKey: name)
             } catch StrataError.validation(let found) {
                 failures += found
+            } catch StrataError.storage(let failure) {
+                throw StrataError.storage(failure)  // the store could not be read: not the object's fault
             } catch {
                 failures.append(ValidationFailure(objectID: objectID, key: name, reason: .custom("\(error)")))
             }

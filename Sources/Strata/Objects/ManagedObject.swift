@@ -58,6 +58,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The row version the committed values were read at (0: never saved).
     var rowVersion: UInt64 = 0
     var faultState: FaultState = .fulfilled
+    /// Why the last attempt to read the object's values (or a to-many relationship's
+    /// destinations) failed, when the store could not be read (an I/O error, a full
+    /// reader table, a terminal store): the object stays a fault, and accessors report
+    /// this instead of an inaccessible fault. Nil once a read succeeds.
+    var faultFailure: StrataError?
     /// Whether a property was set since the last save (persistent or transient).
     var isModified = false
     var insertedFlag = false
