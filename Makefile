@@ -48,7 +48,8 @@ tsan: deps
 ## The long tier of the reliability suite (the short tier runs in `make test`): 10,000 kill -9
 ## cycles and 1,000 crash-point cycles against a release build, each audited. RELIABILITY_SEED
 ## repeats a run; the stores of a failed run are kept and its seed is printed. Then the I/O
-## fault runs at every N (each write/sync call x EIO/ENOSPC x once/forever/short).
+## fault runs at every N (each write/sync call x EIO/ENOSPC x once/forever/short; then with
+## three writers, so that faults land in group commits).
 RELIABILITY_BUILD := .build-reliability
 RELIABILITY_TOOL := $(RELIABILITY_BUILD)/release/strata-reliability
 RELIABILITY_SEED ?=
@@ -59,6 +60,7 @@ reliability: deps faults
 	$(RELIABILITY_TOOL) kill-cycles --cycles $(KILL_CYCLES) $(if $(RELIABILITY_SEED),--seed $(RELIABILITY_SEED))
 	$(RELIABILITY_TOOL) kill-cycles --mode crash-points --cycles $(CRASH_POINT_CYCLES) $(if $(RELIABILITY_SEED),--seed $(RELIABILITY_SEED))
 	$(RELIABILITY_TOOL) faults --shim $(FAULTS)/libstrata_faults.so --modes once,forever,short
+	$(RELIABILITY_TOOL) faults --shim $(FAULTS)/libstrata_faults.so --writers 3 --operations pwrite,writev,fdatasync
 
 ## Benchmarks: a separate package (Benchmarks/), so users never resolve benchmark-only
 ## dependencies. Its GRDB baseline needs Debian's libsqlite3-dev, installed when missing.

@@ -49,6 +49,19 @@ struct IOFaultTests {
         #expect(terminal.allSatisfy { $0 > 0 }, "failed meta-page writes must have panicked LMDB: \(report)")
     }
 
+    @Test("Three writers whose saves meet in group commits: pwrite, writev and fdatasync fail with EIO once or for good; each shared commit that fails is retried save by save, and nothing acknowledged is lost")
+    func groupCommitsUnderFaults() async throws {
+        let directory = TemporaryDirectory()
+        guard var runs = Self.runs(in: directory) else { return }
+        runs.steps = .sparse
+        runs.writers = 3
+        runs.operations = [.pwrite, .writev, .fdatasync]
+        runs.errnos = [.eio]
+        let report = await runs.run()
+        #expect(report.problems.isEmpty, "\(report)")
+        #expect(report.figures.values.allSatisfy { $0.faults > 0 && $0.losses == 0 }, "\(report)")
+    }
+
     @Test("Short writes (half the bytes) of pwrite and writev: LMDB reports EIO, nothing acknowledged is lost")
     func shortWrites() async throws {
         let directory = TemporaryDirectory()
