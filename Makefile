@@ -116,7 +116,7 @@ docs: deps
 		--output-path $(DOCS)/StrataLMDB.doccarchive
 	@echo "Documentation: $(DOCS)/Strata.doccarchive and $(DOCS)/StrataLMDB.doccarchive"
 
-## libFuzzer on the record decoder and on the predicate parser, FUZZ_SECONDS (default 60) each,
+## libFuzzer on the record decoder, the key decoders and the predicate parser, FUZZ_SECONDS (default 60) each,
 ## from the committed seed corpora. Fails on any crash, and when libFuzzer says the code is not
 ## instrumented (a plain --sanitize=fuzzer --sanitize=address build silently is not).
 FUZZ_SECONDS ?= 60
@@ -140,7 +140,9 @@ endef
 fuzz: deps
 	$(SWIFT) build $(FUZZ_FLAGS) --product RecordDecoderFuzzer
 	$(SWIFT) build $(FUZZ_FLAGS) --product PredicateParserFuzzer
+	$(SWIFT) build $(FUZZ_FLAGS) --product KeyDecoderFuzzer
 	$(call run-fuzzer,RecordDecoderFuzzer,record-decoder,the record decoder)
+	$(call run-fuzzer,KeyDecoderFuzzer,key-decoder,the key decoders and object-ID URIs)
 	$(call run-fuzzer,PredicateParserFuzzer,predicate-parser,the predicate parser)
 
 clean:

@@ -37,6 +37,8 @@ let package = Package(
         .executableTarget(name: "RecordDecoderFuzzer", dependencies: ["Strata"]),
         // libFuzzer target for the predicate format parser: `make fuzz` (replays files when built normally).
         .executableTarget(name: "PredicateParserFuzzer", dependencies: ["Strata"]),
+        // libFuzzer target for the key decoders and object-ID URIs: `make fuzz` (replays files when built normally).
+        .executableTarget(name: "KeyDecoderFuzzer", dependencies: ["Strata"]),
         // The reliability suite: a ledger model, crash workers, store audits, fault runs.
         .target(name: "StrataReliability", dependencies: ["Strata", "StrataTesting"]),
         .executableTarget(
