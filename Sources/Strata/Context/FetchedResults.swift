@@ -102,7 +102,8 @@ public final class FetchedResults<Result: ManagedObject>: RandomAccessCollection
         try? graph.fulfilFaults(plain)
         if !prefetching.isEmpty { try? graph.prefetch(prefetching, for: plain) }
         materialisedSinceSweep += objects.count
-        if materialisedSinceSweep >= Swift.max(4096, 4 * fetchBatchSize) {
+        let (fourBatches, overflow) = fetchBatchSize.multipliedReportingOverflow(by: 4)
+        if materialisedSinceSweep >= Swift.max(4096, overflow ? .max : fourBatches) {
             materialisedSinceSweep = 0
             graph.dropReleasedRegistrations()
         }

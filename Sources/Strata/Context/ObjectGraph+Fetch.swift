@@ -31,7 +31,11 @@ extension ObjectGraph {
         storeRequest.resultType = merging || readingRows || !(request.returnsObjectsAsFaults || deferringRows) ? .managedObject : .managedObjectID
         if merging {
             storeRequest.fetchOffset = 0
-            storeRequest.fetchLimit = request.fetchLimit > 0 ? request.fetchOffset + request.fetchLimit + pending.count : 0
+            // Enough rows for the window after merging; saturating, as a huge offset or
+            // limit must not overflow, and a negative offset counts as 0.
+            let (rows, overflow) = max(0, request.fetchOffset).addingReportingOverflow(request.fetchLimit)
+            let (needed, overflowAgain) = rows.addingReportingOverflow(pending.count)
+            storeRequest.fetchLimit = request.fetchLimit > 0 ? (overflow || overflowAgain ? Int.max : needed) : 0
         }
         var objects: [ManagedObject] = []
         for rows in try upstreamFetch(storeRequest) {

@@ -60,7 +60,9 @@ enum FetchPlanner {
             case .count: .count
             }
             offset = max(0, request.fetchOffset)
-            limit = max(0, request.fetchLimit)
+            // offset + limit must not overflow (the executor stops after that many rows); a
+            // limit past Int.max - offset leaves no row out anyway.
+            limit = min(max(0, request.fetchLimit), Int.max - offset)
             let conjuncts = (request.predicate.map { $0.node.conjuncts } ?? []).filter { $0 != .constant(true) }
             self.conjuncts = conjuncts
             let descriptors = request.sortDescriptors
