@@ -67,6 +67,8 @@ public final class Environment: @unchecked Sendable {
     ///   ``LMDBError/noSuchFile`` when it is missing and `createIfMissing` is false,
     ///   ``LMDBError/permissionDenied`` when it is not writable,
     ///   ``LMDBError/invalid`` when `data.mdb` is not an LMDB file,
+    ///   ``LMDBError/corrupted`` when it is truncated or its meta pages are damaged
+    ///   (checked before LMDB maps it: see `DataFileCheck`),
     ///   ``LMDBError/alreadyOpen`` when this process already has it open,
     ///   ``LMDBError/libraryVersion`` when the runtime liblmdb is not 0.9.x.
     public init(path: String, configuration: Configuration = Configuration()) throws {
@@ -239,26 +241,10 @@ public final class Environment: @unchecked Sendable {
         }
     }
 
-    /// LMDB's meta page: a 16-byte page header, then `mm_magic` (0xBEEFC0DE) and `mm_version` (1).
-    /// Returns whether an initialised data file is there.
+    /// Whether an initialised data file is there, checked before LMDB maps it (see
+    /// ``DataFileCheck``): a truncated or damaged one throws instead of crashing LMDB.
     private static func checkDataFile(in directory: String, mustExist: Bool) throws(LMDBError) -> Bool {
-        let dataPath = directory + "/data.mdb"
-        let fd = open(dataPath, O_RDONLY)
-        guard fd >= 0 else {
-            if mustExist || errno != ENOENT {
-                throw LMDBError(code: errno, message: "no readable data.mdb in \(directory): \(String(cString: strerror(errno)))")
-            }
-            return false
-        }
-        defer { close(fd) }
-        var header = [UInt8](repeating: 0, count: 24)
-        let count = header.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, 24) }
-        if count == 0 && !mustExist { return false }  // created but never initialised: LMDB will
-        let magic = count == 24 ? header.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 16, as: UInt32.self) } : 0
-        guard count == 24, UInt32(littleEndian: magic) == 0xBEEF_C0DE else {
-            throw LMDBError(code: MDB_INVALID, message: "\(dataPath) is not an LMDB data file")
-        }
-        return true
+        try DataFileCheck.check(directory: directory, mustExist: mustExist)
     }
 
     static func roundUp(_ value: Int, to multiple: Int) -> Int {

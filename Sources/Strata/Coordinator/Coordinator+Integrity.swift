@@ -40,7 +40,9 @@ public struct IntegrityReport: Sendable, Hashable, CustomStringConvertible {
 }
 
 extension PersistentStoreCoordinator {
-    /// Reads every store of the coordinator and checks that it is consistent: every row
+    /// Reads every store of the coordinator and checks that it is consistent: every page
+    /// LMDB can reach is shaped as LMDB writes it (read without LMDB, so damage is
+    /// reported instead of crashing the process), every row
     /// decodes, every index has exactly one entry per row, every relationship link joins
     /// two existing rows and agrees with the other side's foreign key or links, and
     /// primary-key sequences are ahead of every key. Like SQLite's `PRAGMA

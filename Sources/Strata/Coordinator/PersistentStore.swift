@@ -44,6 +44,15 @@ public final class PersistentStore: Sendable, Hashable, CustomStringConvertible 
         public var durability = Durability.sync
         /// Whether the store is only read; a save touching it fails.
         public var readOnly = false
+        /// Whether opening the store first reads every page its trees reach (without
+        /// LMDB) and refuses a damaged one with ``StrataError/corruptStore(store:reason:)``.
+        ///
+        /// LMDB trusts its pages: a page whose structure was damaged (by a disk, a copy
+        /// tool, a bit flip) can crash the process when a fetch meets it. Turn this on for
+        /// stores of unknown provenance (restored backups, imported files). It costs about
+        /// one `pread` per page of the store's trees at open; a truncated file and damaged
+        /// meta pages are refused at every open anyway.
+        public var verifiesPagesAtOpen = false
 
         /// The defaults: 64 MiB growing to 1 TiB, 126 readers, durable commits, writable.
         public init() {}
@@ -95,7 +104,9 @@ public final class PersistentStore: Sendable, Hashable, CustomStringConvertible 
             }
             self.url = url
             scratch = nil
-            file = try StoreFile(directory: url, model: model, readOnly: options.readOnly, configuration: options.configuration)
+            file = try StoreFile(
+                directory: url, model: model, readOnly: options.readOnly, configuration: options.configuration,
+                verifyingPages: options.verifiesPagesAtOpen)
         case .inMemory:
             guard !options.readOnly else {
                 throw .incompatibleStore(store: "(in memory)", reason: "an in-memory store cannot be read-only: nothing could ever be in it")

@@ -65,7 +65,9 @@ public actor PersistentStoreCoordinator {
     /// - Throws: ``StrataError/unknownConfiguration(_:)``; ``StrataError/modelMismatch(store:storeHash:modelHash:)``
     ///   for a store written with another model; ``StrataError/incompatibleStore(store:reason:)``
     ///   for a missing location, a directory that is not a store, or a store already added
-    ///   (LMDB allows one environment per store per process); ``StrataError/storage(_:)``.
+    ///   (LMDB allows one environment per store per process);
+    ///   ``StrataError/corruptStore(store:reason:)`` for a truncated or damaged `data.mdb`
+    ///   (an empty one is opened as a new store); ``StrataError/storage(_:)``.
     @discardableResult
     public func addPersistentStore(
         type: PersistentStore.StoreType = .lmdb, configuration: String? = nil, at url: URL? = nil,

@@ -27,6 +27,23 @@ public enum StrataError: Error, Sendable, Hashable, CustomStringConvertible {
     case modelMismatch(store: String, storeHash: String, modelHash: String)
     /// The store's data does not belong to Strata, or was written by a newer format.
     case incompatibleStore(store: String, reason: String)
+    /// The store's files are damaged: `data.mdb` is truncated, or its meta pages or the
+    /// pages they lead to are not what LMDB writes (or it is not an LMDB file at all).
+    /// Thrown when the store is opened; nothing was changed. Restore the store from a copy.
+    ///
+    /// An empty (0-byte) `data.mdb` is not damage: LMDB initialises it as a new
+    /// environment, and so Strata opens it as a new, empty store. A crash between creating
+    /// the file and writing its first meta pages leaves one, and nothing can have been
+    /// committed to it.
+    ///
+    /// Damage inside the file is met later: as ``corruptRecord(entity:primaryKey:reason:)``
+    /// when a row does not decode, ``storage(_:)`` with `LMDBError.corrupted` or
+    /// `.pageNotFound` when LMDB finds a page of the wrong kind, as a problem of
+    /// ``PersistentStoreCoordinator/checkIntegrity()``, or not at all: LMDB has no page
+    /// checksums. LMDB also trusts a page's structure, so a damaged one can crash the
+    /// process when a read meets it; ``PersistentStore/Options/verifiesPagesAtOpen``
+    /// checks every page at open and throws this error instead.
+    case corruptStore(store: String, reason: String)
     /// The object's row no longer exists (it was deleted elsewhere) so its fault cannot
     /// be fulfilled.
     case inaccessibleFault(ManagedObjectID)
@@ -83,6 +100,8 @@ public enum StrataError: Error, Sendable, Hashable, CustomStringConvertible {
             "the store at \(store) was written with model version \(storeHash), but the current model's version is \(modelHash); the store was not changed (migration is not supported yet)"
         case .incompatibleStore(let store, let reason):
             "the store at \(store) cannot be opened: \(reason)"
+        case .corruptStore(let store, let reason):
+            "the store at \(store) is damaged and cannot be opened (restore it from a copy): \(reason)"
         case .inaccessibleFault(let id):
             "the object \(id) no longer exists in its store, so its fault cannot be fulfilled"
         case .corruptRecord(let entity, let primaryKey, let reason):

@@ -1,10 +1,23 @@
 import StrataLMDB
 
 extension StoreFile {
-    /// Checks, in one read transaction, that every row decodes, that indexes and links
-    /// agree with the rows, and that primary-key sequences are ahead of every key. Adds
-    /// what it finds to `report`; reads only.
+    /// Checks that every page LMDB can reach is shaped as LMDB writes it (read with
+    /// `pread`, see `Environment.verifyPages()`), then, in one read transaction, that
+    /// every row decodes, that indexes and links agree with the rows, and that
+    /// primary-key sequences are ahead of every key. Adds what it finds to `report`;
+    /// reads only. Damaged pages are reported and end the check of this store: reading
+    /// them through LMDB could crash.
     func checkIntegrity(into report: inout IntegrityReport) throws {
+        do {
+            try environment.verifyPages()
+        } catch let error as LMDBError where error == .corrupted || error == .invalid {
+            if report.problems.count < IntegrityReport.problemLimit {
+                report.problems.append("the store's pages are damaged: \(error.message)")
+            } else {
+                report.problemsOmitted += 1
+            }
+            return
+        }
         try read { reader in
             var checker = IntegrityChecker(store: self, report: report)
             try checker.run(reader)

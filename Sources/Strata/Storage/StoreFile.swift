@@ -65,15 +65,20 @@ final class StoreFile: Sendable {
     /// same version hash: otherwise nothing at all is written.
     ///
     /// `configuration.maxDatabases` is raised to what the model needs. With `readOnly`,
-    /// the directory and the store must exist.
+    /// the directory and the store must exist. With `verifyingPages`, every page the
+    /// store's trees reach is checked first (`Environment.verifyPages()`).
     ///
     /// - Throws: ``StrataError/modelMismatch(store:storeHash:modelHash:)`` when the model
     ///   differs; ``StrataError/incompatibleStore(store:reason:)`` for a newer format,
     ///   damaged metadata or an LMDB environment holding other data;
+    ///   ``StrataError/corruptStore(store:reason:)`` when `data.mdb` is truncated, is
+    ///   not an LMDB file or has damaged meta pages (or, `verifyingPages`, damaged pages);
+    ///   ``StrataError/incompatibleStore(store:reason:)`` for another LMDB data version, a
+    ///   location that is a file or cannot be created, or a missing read-only store;
     ///   ``StrataError/storage(_:)`` for an LMDB failure.
     init(
         directory: URL, model: ManagedObjectModel, readOnly: Bool = false,
-        configuration: Environment.Configuration = .init()
+        configuration: Environment.Configuration = .init(), verifyingPages: Bool = false
     ) throws(StrataError) {
         let path = directory.path
         var configuration = configuration
@@ -82,8 +87,42 @@ final class StoreFile: Sendable {
             configuration.createIfMissing = false
         }
         configuration.maxDatabases = max(configuration.maxDatabases, Self.databaseCount(for: model) + 8)
-        let environment = try StoreFile.storage { try Environment(path: path, configuration: configuration) }
+        let environment: Environment
+        do {
+            environment = try StoreFile.storage { try Environment(path: path, configuration: configuration) }
+        } catch .storage(let error) where [.versionMismatch, .notADirectory, .noSuchFile, .permissionDenied].contains(error) {
+            // A location that is a file, cannot be made or is missing (read-only): as
+            // PersistentContainer reports it.
+            throw .incompatibleStore(store: path, reason: error.message)
+        } catch {
+            throw Self.damage(error, at: path)
+        }
+        // From here on, damage LMDB meets while opening the databases is a corrupt store too.
+        do {
+            if verifyingPages { try StoreFile.storage { try environment.verifyPages() } }
+            (metadata, metadataDatabase, historyDatabase, entities) = try Self.open(
+                environment, model: model, readOnly: configuration.readOnly, path: path)
+        } catch {
+            throw Self.damage(error, at: path)
+        }
+        self.path = path
+        self.model = model
+        self.environment = environment
+        self.isReadOnly = configuration.readOnly
+        entityNamesByNumber = metadata.schema.entityNames
+    }
 
+    /// `error`, or ``StrataError/corruptStore(store:reason:)`` for the LMDB errors of a
+    /// damaged file met while opening it.
+    private static func damage(_ error: StrataError, at path: String) -> StrataError {
+        guard case .storage(let lmdb) = error, [.corrupted, .invalid, .pageNotFound].contains(lmdb) else { return error }
+        return .corruptStore(store: path, reason: lmdb.message)
+    }
+
+    /// Reads (or, new, writes) the metadata of the store in `environment` and opens its databases.
+    private static func open(
+        _ environment: Environment, model: ManagedObjectModel, readOnly: Bool, path: String
+    ) throws(StrataError) -> (StoreMetadata, Database, Database, [String: EntityStorage]) {
         let metadata: StoreMetadata
         if let existing = try StoreFile.existingMetadata(in: environment, path: path) {
             // Check before creating anything: a mismatched store is left byte for byte as it was.
@@ -95,7 +134,7 @@ final class StoreFile: Sendable {
             }
             metadata = existing
         } else {
-            guard !configuration.readOnly else {
+            guard !readOnly else {
                 throw .incompatibleStore(store: path, reason: "it holds no Strata store, and opening read-only creates none")
             }
             metadata = StoreMetadata(
@@ -114,20 +153,14 @@ final class StoreFile: Sendable {
             }
         }
 
-        let opener = DatabaseOpener(environment: environment, path: path, readOnly: configuration.readOnly)
-        metadataDatabase = try opener.open(StoreLayout.metadataDatabase)
-        historyDatabase = try opener.open(StoreLayout.historyDatabase)
+        let opener = DatabaseOpener(environment: environment, path: path, readOnly: readOnly)
+        let metadataDatabase = try opener.open(StoreLayout.metadataDatabase)
+        let historyDatabase = try opener.open(StoreLayout.historyDatabase)
         var entities: [String: EntityStorage] = [:]
         for entity in model.entities {
             entities[entity.name] = try EntityStorage(entity, in: model, schema: metadata.schema, opener: opener)
         }
-        self.path = path
-        self.model = model
-        self.metadata = metadata
-        self.environment = environment
-        self.isReadOnly = configuration.readOnly
-        self.entities = entities
-        entityNamesByNumber = metadata.schema.entityNames
+        return (metadata, metadataDatabase, historyDatabase, entities)
     }
 
     /// The number of databases a store of `model` uses.
