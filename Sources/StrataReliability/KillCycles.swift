@@ -36,6 +36,7 @@ public struct KillCycles: Sendable {
 
     /// What a run found.
     public struct Report: Sendable, CustomStringConvertible {
+        /// Cycles run.
         public var cycles = 0
         /// Saves the workers acknowledged (each one must survive).
         public var acknowledgedSaves = 0

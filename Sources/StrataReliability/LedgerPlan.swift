@@ -5,13 +5,17 @@ import StrataTesting
 public struct LedgerState: Equatable, Sendable {
     /// A customer: its tier and the names of its accounts.
     public struct Customer: Equatable, Sendable {
+        /// The customer's tier.
         public var tier: Int16
+        /// The names of its accounts.
         public var accounts: Set<String>
     }
 
     /// An account: its balance and its customer's name.
     public struct Account: Equatable, Sendable {
+        /// The account's balance.
         public var balance: Int64
+        /// Its customer's name.
         public var customer: String
     }
 
@@ -82,11 +86,15 @@ public struct LedgerSave: Sendable {
     /// The batch's number: the writer in the high 32 bits, the save's sequence number
     /// among the writer's saves in the low ones.
     public var sequence: Int64
+    /// The context path the save goes through.
     public var route: Route
+    /// The batch record's filler.
     public var digest: String
     /// The new customer and its accounts.
     public var customer: String
+    /// The new customer's tier.
     public var tier: Int16
+    /// The new customer's accounts and their opening balances.
     public var accounts: [(name: String, balance: Int64)]
     /// Money moved between two existing accounts.
     public var transfer: (from: String, to: String, amount: Int64)?
