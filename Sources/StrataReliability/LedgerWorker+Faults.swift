@@ -50,18 +50,8 @@ extension LedgerWorker {
             return outcome
         }
         for writer in 0..<writers { emit("start \(writer) \(outcome.start[writer])") }
-        let starts = outcome.start
-        let results = await withTaskGroup(of: (Int, Int, (any Error)?).self) { group in
-            for writer in 0..<writers {
-                group.addTask { await self.saveContinuing(as: writer, from: starts[writer], shared: shared, known: known) }
-            }
-            var results: [(Int, Int, (any Error)?)] = []
-            for await result in group { results.append(result) }
-            return results
-        }
-        for (writer, acknowledged, error) in results {
-            outcome.acknowledged[writer] = acknowledged
-            if outcome.error == nil, let error { outcome.error = error }
+        await runWriters(into: &outcome) { writer, start in
+            await self.saveContinuing(as: writer, from: start, shared: shared, known: known)
         }
         return outcome
     }

@@ -65,18 +65,8 @@ public struct LedgerWorker: Sendable {
             return outcome
         }
         for writer in 0..<writers { emit("start \(writer) \(outcome.start[writer])") }
-        let starts = outcome.start
-        let results = await withTaskGroup(of: (Int, Int, (any Error)?).self) { group in
-            for writer in 0..<writers {
-                group.addTask { await self.save(as: writer, from: starts[writer], coordinator: coordinator) }
-            }
-            var results: [(Int, Int, (any Error)?)] = []
-            for await result in group { results.append(result) }
-            return results
-        }
-        for (writer, acknowledged, error) in results {
-            outcome.acknowledged[writer] = acknowledged
-            if outcome.error == nil, let error { outcome.error = error }
+        await runWriters(into: &outcome) { writer, start in
+            await self.save(as: writer, from: start, coordinator: coordinator)
         }
         emit("statistics \(coordinator.writeStatistics)")
         return outcome
@@ -95,6 +85,26 @@ public struct LedgerWorker: Sendable {
             counts[LedgerSave.writer(ofBatch: sequence)] += 1
         }
         return counts
+    }
+
+    /// Runs `loop` for every writer at once, from the saves each found committed, and
+    /// records what each acknowledged and the first error.
+    func runWriters(
+        into outcome: inout Outcome, _ loop: @escaping @Sendable (_ writer: Int, _ start: Int) async -> (Int, Int, (any Error)?)
+    ) async {
+        let starts = outcome.start
+        let results = await withTaskGroup(of: (Int, Int, (any Error)?).self) { group in
+            for writer in 0..<writers {
+                group.addTask { await loop(writer, starts[writer]) }
+            }
+            var results: [(Int, Int, (any Error)?)] = []
+            for await result in group { results.append(result) }
+            return results
+        }
+        for (writer, acknowledged, error) in results {
+            outcome.acknowledged[writer] = acknowledged
+            if outcome.error == nil, let error { outcome.error = error }
+        }
     }
 
     /// One writer's loop: its saves from `start` on, each acknowledged after it returned.
