@@ -7,15 +7,15 @@ extension PersistentStore {
     /// write of the meta page at the end of a commit (LMDB then panics: see lmdb.h,
     /// `MDB_PANIC`) or a corrupted page (`MDB_CORRUPTED`). From then on every save and
     /// every read of the store fails with ``StrataError/storage(_:)`` of
-    /// ``LMDBError/environmentUnusable``; the save that hit the failure gets the failure
-    /// itself (an ``LMDBError/ioError``, say), and is not in the store. Saves that
+    /// `LMDBError.environmentUnusable`; the save that hit the failure gets the failure
+    /// itself (an `LMDBError.ioError`, say), and is not in the store. Saves that
     /// returned before are on disk.
     ///
     /// The state lasts until the store is opened again: remove it from its coordinator,
     /// let go of every reference to it, and add it again (or add it to a new
     /// coordinator). The environment closes with the last reference to the store (a
     /// variable, a context pinned to a query generation of it): until then, adding the
-    /// same directory again fails with ``LMDBError/alreadyOpen`` (LMDB allows one
+    /// same directory again fails with `LMDBError.alreadyOpen` (LMDB allows one
     /// environment per file in a process). Objects of the old store keep their IDs,
     /// because the store keeps its ``identifier``:
     ///
@@ -33,7 +33,7 @@ extension PersistentStore {
     /// ```
     ///
     /// The value is ``StrataError/storage(_:)`` of the LMDB error that made the store
-    /// terminal (``LMDBError/panic`` or ``LMDBError/corrupted``).
+    /// terminal (`LMDBError.panic` or `LMDBError.corrupted`).
     public var terminalError: StrataError? {
         file.environment.terminalError.map { .storage($0) }
     }
