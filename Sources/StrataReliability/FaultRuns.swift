@@ -445,10 +445,10 @@ public struct WorkerTranscript: Sendable {
         var state = "saving"  // saving → terminal → (refused save, refused fetch) → saving
         var refusals = 0
         for line in lines {
-            if line.hasPrefix("ack "), let save = Self.save(line.dropFirst(4)) {
+            if let save = Self.save(line, kind: "ack") {
                 if state != "saving" { problems.append("a save was acknowledged while the store was terminal: \(line)") }
                 acknowledged.append(save)
-            } else if line.hasPrefix("committed "), let save = Self.save(line.dropFirst(10)) {
+            } else if let save = Self.save(line, kind: "committed") {
                 committed.append(save)
             } else if line.hasPrefix("error ") {
                 errors.append(String(line))
@@ -482,10 +482,8 @@ public struct WorkerTranscript: Sendable {
         if !output.isEmpty, !lines.contains(where: { $0.hasPrefix("start ") }) { problems.append("the worker never opened the store") }
     }
 
-    /// `W N`.
-    private static func save(_ text: Substring) -> Save? {
-        let fields = text.split(separator: " ")
-        guard fields.count == 2, let writer = Int(fields[0]), let sequence = Int(fields[1]) else { return nil }
-        return Save(writer: writer, sequence: sequence)
+    /// The save a `<kind> W N` line names.
+    private static func save(_ line: Substring, kind: String) -> Save? {
+        LedgerWorker.save(in: line, kind: kind).map { Save(writer: $0.writer, sequence: $0.sequence) }
     }
 }

@@ -139,8 +139,7 @@ public struct KillCycles: Sendable {
                 report.crashPointHits[armed, default: 0] += 1
             }
             for line in lines where line.hasPrefix("ack ") {
-                let fields = line.split(separator: " ")
-                guard fields.count == 3, let writer = Int(fields[1]), let sequence = Int(fields[2]), writer < maximumWriters else {
+                guard let (writer, sequence) = LedgerWorker.save(in: line, kind: "ack"), writer < maximumWriters else {
                     report.problems.append("cycle \(cycle): a malformed acknowledgement: \(line)")
                     continue
                 }

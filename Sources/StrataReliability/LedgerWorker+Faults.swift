@@ -33,12 +33,8 @@ extension LedgerWorker {
         let shared: SharedLedgerStore
         let known: ManagedObjectID?
         do {
-            var options = PersistentStore.Options()
-            options.durability = durability
-            options.mapSize = mapSize
-            options.maximumMapSize = maximumMapSize
             let coordinator = PersistentStoreCoordinator(managedObjectModel: LedgerModel.model)
-            shared = SharedLedgerStore(coordinator: coordinator, url: store, options: options)
+            shared = SharedLedgerStore(coordinator: coordinator, url: store, options: storeOptions)
             try await shared.open()
             outcome.start = try await committedCounts(in: coordinator)
             // A row read through a fault stays in the coordinator's row cache: the terminal

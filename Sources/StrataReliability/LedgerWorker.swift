@@ -52,12 +52,8 @@ public struct LedgerWorker: Sendable {
         var outcome = Outcome(start: Array(repeating: 0, count: writers), acknowledged: Array(repeating: 0, count: writers))
         let coordinator: PersistentStoreCoordinator
         do {
-            var options = PersistentStore.Options()
-            options.durability = durability
-            options.mapSize = mapSize
-            options.maximumMapSize = maximumMapSize
             coordinator = PersistentStoreCoordinator(managedObjectModel: LedgerModel.model)
-            _ = try await coordinator.addPersistentStore(type: .lmdb, at: store, options: options)
+            _ = try await coordinator.addPersistentStore(type: .lmdb, at: store, options: storeOptions)
             outcome.start = try await committedCounts(in: coordinator)
         } catch {
             outcome.error = error
@@ -70,6 +66,23 @@ public struct LedgerWorker: Sendable {
         }
         emit("statistics \(coordinator.writeStatistics)")
         return outcome
+    }
+
+    /// How the worker opens its store: its durability and map sizes.
+    var storeOptions: PersistentStore.Options {
+        var options = PersistentStore.Options()
+        options.durability = durability
+        options.mapSize = mapSize
+        options.maximumMapSize = maximumMapSize
+        return options
+    }
+
+    /// The writer and sequence number of an output line `<kind> W N` (`ack 1 42`,
+    /// `committed 0 7`), or nil when the line is not one of `kind`.
+    public static func save(in line: Substring, kind: String) -> (writer: Int, sequence: Int)? {
+        let fields = line.split(separator: " ")
+        guard fields.count == 3, fields[0] == kind, let writer = Int(fields[1]), let sequence = Int(fields[2]) else { return nil }
+        return (writer, sequence)
     }
 
     /// The number of each writer's saves in the store (its batches).
