@@ -117,9 +117,9 @@ extension ObjectGraph {
     /// Takes in a child's save: its inserted objects are inserted here, its changes set
     /// on the objects here, its deletions deleted here; all become unsaved changes of
     /// this context. All or nothing: an object the child changed or deleted that is
-    /// deleted here (or gone from the store), or that is here at another row version than
-    /// the child read with other values of what the child changed (its row changed since
-    /// the child read it), fails the whole save with a conflict before anything changes.
+    /// deleted here (or gone from the store), or that is not here in the state the child
+    /// based its change on (see ``holds(_:of:for:)``), fails the whole save with a
+    /// conflict before anything changes.
     ///
     /// - Returns: the IDs changed here, for the siblings that merge automatically.
     func acceptChildSave(_ save: ChildSave) throws -> ChangedObjectIDs {
@@ -135,7 +135,7 @@ extension ObjectGraph {
             } else if !object.fulfilIfNeeded() {
                 try object.throwIfStorageFailed()  // the store could not be read: no conflict is known
                 conflicts.append(MergeConflict(objectID: id, oldVersion: object.rowVersion, newVersion: nil))
-            } else if let base = save.bases[id], !holds(base, of: object, for: changes[id]) {
+            } else if let base = save.bases[id], try !holds(base, of: object, for: changes[id]) {
                 conflicts.append(MergeConflict(objectID: id, oldVersion: base.version, newVersion: object.rowVersion))
             } else {
                 targets[id] = object
@@ -207,39 +207,53 @@ extension ObjectGraph {
         return merged
     }
 
-    /// Whether this context's state of `object` is the one a child's change (`change`;
-    /// nil for a deletion or a conflict check) was based on (`base`, the row version and
-    /// committed values the child read). Without that check, the root's optimistic
-    /// locking would compare the version read here, possibly later and newer, and a
-    /// child's values computed from the older row would overwrite the newer one.
+    /// Whether this context holds `object` in the state a child's change (`change`; nil
+    /// for a deletion or a conflict check) was based on (`base`: the row version and
+    /// committed values the child read): the compare part of the child save's
+    /// compare-and-set. Without it, the values the child computed from an older state
+    /// would overwrite a newer one (a lost update), and a deletion would run this
+    /// context's delete rules on relationship members the child never saw.
     ///
-    /// The same row version holds. At another one (this context read the row again, or
-    /// saved it since the child read it), the committed values of what the child changed
-    /// must be the child's: after this context saved the child's own values, the child
-    /// may go on changing them; after another context changed them, it may not.
-    /// Unordered to-many relationships are left out: the child's save adds and removes
-    /// members, whatever the others are.
-    private func holds(_ base: ObjectSnapshot, of object: ManagedObject, for change: ObjectChange?) -> Bool {
-        guard base.version != object.rowVersion else { return true }
-        guard let committed = object.makeCommittedSnapshot() else { return false }
+    /// Compared with this context's current state (its unsaved changes included, which
+    /// the child sees when it reads through it), whatever the row versions:
+    ///
+    /// - for a change, each attribute, to-one and ordered to-many relationship it sets
+    ///   must hold the value the child read; properties it does not set may differ (they
+    ///   keep this context's value), and unordered to-many relationships take the
+    ///   members it added and removed, whatever the other members are;
+    /// - for a deletion or a conflict check, every property must: the whole object,
+    ///   including the members of every to-many relationship the child had loaded (its
+    ///   delete rules acted on those members, and this context's rules act on its own).
+    ///
+    /// Equal values at another row version are accepted: this context saved the child's
+    /// own values since (the child goes on from them), or read the row again and found
+    /// what the child read. Relationships this context has not loaded are loaded here.
+    ///
+    /// - Throws: the storage error when a relationship cannot be read.
+    private func holds(_ base: ObjectSnapshot, of object: ManagedObject, for change: ObjectChange?) throws -> Bool {
         let entity = object.entity
         let attributes = change.map { Array($0.attributes.keys) } ?? Array(entity.attributes.indices)
         for slot in attributes where slot < entity.attributes.count && !entity.attributes[slot].isTransient {
-            guard slot < base.attributes.count, slot < committed.attributes.count else { return false }
-            if base.attributes[slot] != committed.attributes[slot] { return false }
+            guard slot < base.attributes.count else { return false }
+            if base.attributes[slot] != object.attributeValues[slot] { return false }
         }
-        let relationships = change.map { Array($0.toOne.keys) + Array($0.ordered.keys) }
-            ?? entity.relationships.indices.filter { !entity.relationships[$0].isToMany || entity.relationships[$0].isOrdered }
+        let relationships = change.map { Array($0.toOne.keys) + Array($0.ordered.keys) } ?? Array(entity.relationships.indices)
         for slot in relationships where slot < entity.relationships.count {
-            guard slot < base.relationships.count, slot < committed.relationships.count else { return false }
-            switch (base.relationships[slot], committed.relationships[slot]) {
-            case (.toOne(let read), .toOne(let held)):
-                if read.map(canonicalID) != held.map(canonicalID) { return false }
-            case (.toMany(let read), .toMany(let held)):
-                if read.map(canonicalID) != held.map(canonicalID) { return false }
-            case (.notLoaded, _), (_, .notLoaded):
-                continue   // not read on one side: the child's value did not come from it
-            default:
+            guard slot < base.relationships.count else { return false }
+            let read: [ManagedObjectID]
+            switch base.relationships[slot] {
+            case .notLoaded: continue   // the child did not read it: its change did not come from it
+            case .toOne(let id): read = id.map { [$0] } ?? []
+            case .toMany(let ids): read = ids
+            }
+            if !object.loadRelationshipIfNeeded(slot) {
+                try object.throwIfStorageFailed()
+                return false   // the row is gone
+            }
+            // Members deleted here are gone for the child (it reads without them).
+            let held = object.relationshipValues[slot].objects.filter { !$0.isDeleted }.map(\.objectID)
+            let ordered = !entity.relationships[slot].isToMany || entity.relationships[slot].isOrdered
+            if ordered ? read.map(canonicalID) != held.map(canonicalID) : Set(read.map(canonicalID)) != Set(held.map(canonicalID)) {
                 return false
             }
         }
