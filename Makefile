@@ -6,7 +6,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DOCS := .build/docs
 SYMBOLS := $(DOCS)/symbol-graphs
 
-.PHONY: all deps bench-deps run test faults tsan reliability bench bench-quick bench-build bench-suite bench-ratios docs fuzz clean
+.PHONY: all deps bench-deps run test faults tsan stress reliability bench bench-quick bench-build bench-suite bench-ratios docs fuzz clean
 
 all: test
 
@@ -52,6 +52,20 @@ tsan: deps
 	$(TSAN_TEST) --filter '$(TSAN_SUITES)' --skip '$(TSAN_MAIN_THREAD)|$(TSAN_STRESS)'
 	$(TSAN_TEST) --filter '$(TSAN_MAIN_THREAD)'
 	$(TSAN_TEST) --filter '$(TSAN_STRESS)'
+
+## The concurrency stress test over many seeds (opt-in; `make test` runs its short tier):
+## STRESS_SEEDS seeds from STRESS_FIRST_SEED, STRESS_STEPS steps per context, STRESS_JOBS
+## runs at once (2 by default, so the two cores are loaded, as when the lost update of
+## issue 19 showed). Each run checks the conserved sum and replays the history of
+## acknowledged saves; prints `N passed, M failed` and a replay line per failing seed.
+STRESS_SEEDS ?= 1000
+STRESS_FIRST_SEED ?= 1
+STRESS_STEPS ?= 400
+STRESS_JOBS ?= 2
+stress: deps
+	$(SWIFT) build --build-tests
+	Scripts/stress.sh "$$($(SWIFT) build --show-bin-path)/StrataPackageTests.xctest" \
+		$(STRESS_FIRST_SEED) $(STRESS_SEEDS) $(STRESS_STEPS) $(STRESS_JOBS) .build-stress
 
 ## The long tier of the reliability suite (the short tier runs in `make test`): 10,000 kill -9
 ## cycles and 1,000 crash-point cycles against a release build, each audited. RELIABILITY_SEED
@@ -151,4 +165,4 @@ fuzz: deps
 	$(call run-fuzzer,PredicateParserFuzzer,predicate-parser,the predicate parser)
 
 clean:
-	rm -rf .build .build-fuzz .build-reliability $(FAULTS) Benchmarks/.build Demo.strata DemoLMDB.strata
+	rm -rf .build .build-fuzz .build-reliability .build-stress $(FAULTS) Benchmarks/.build Demo.strata DemoLMDB.strata

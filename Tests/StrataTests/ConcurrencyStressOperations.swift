@@ -178,34 +178,51 @@ extension StressOperation {
 
     /// Saves a root context; on a merge conflict (expected: other contexts saved the same
     /// accounts) rolls back. Tells `ledger` what a successful save inserted and deleted,
-    /// and which deletions are under way before the save starts.
-    static func saveRoot(_ context: isolated ManagedObjectContext, ledger: StressLedger, label: String) throws -> StressRootSave {
+    /// and which deletions are under way before the save starts; logs an acknowledged
+    /// save in `history` with what it wrote and the changes it carried (`worker`'s child's,
+    /// or, for a root without a child, its own).
+    static func saveRoot(
+        _ context: isolated ManagedObjectContext, ledger: StressLedger, history: StressHistory, worker: Int, hasChild: Bool,
+        label: String
+    ) throws -> StressRootSave {
         try context.processPendingChanges()   // the cascade runs: its deletions are listed below
-        guard context.hasChanges else { return .nothing }
+        guard context.hasChanges else {
+            history.discardPending(worker: worker)   // what the child saved changed nothing here
+            return .nothing
+        }
         let inserted = Array(context.insertedObjects)
         let deleted = context.deletedObjects.map(\.objectID)
+        let pending = StressHistory.pendingWrites(in: context)
+        let own = hasChild ? [] : StressHistory.changes(in: context, place: label)
         ledger.deleting(deleted)
         do {
             try context.save()
         } catch StrataError.mergeConflicts {
             ledger.abandon(deleted)
             context.rollback()
+            history.discardPending(worker: worker)
             return .conflicted
         } catch {
             ledger.abandon(deleted)
             throw error
         }
+        let (writes, permanentIDs) = StressHistory.writes(in: context, pending: pending)
+        history.acknowledged(worker: hasChild ? worker : nil, place: label, writes: writes, own: own, permanentIDs: permanentIDs)
         let ids = inserted.map(\.objectID)
         ledger.saved(inserted: ids, deleted: deleted, by: label)
         return .saved(inserted: ids, deleted: deleted.count)
     }
 
     /// Saves a child into its parent; on a merge conflict (an object it changed is gone
-    /// there) rolls back.
-    static func saveChild(_ context: isolated ManagedObjectContext) throws -> StressChildSave {
+    /// there, or changed since the child read it) rolls back. Logs the changes it saved
+    /// into the parent in `history`.
+    static func saveChild(_ context: isolated ManagedObjectContext, history: StressHistory, worker: Int, label: String) throws -> StressChildSave {
+        try context.processPendingChanges()
         guard context.hasChanges else { return .nothing }
+        let changes = StressHistory.changes(in: context, place: label + " (child)")
         do {
             try context.save()
+            history.childSaved(worker: worker, changes)
             return .saved
         } catch StrataError.mergeConflicts {
             context.rollback()
