@@ -159,6 +159,43 @@ struct ContextStalenessTests {
         // An older version never replaces a newer one.
         cache.fill([row(10, version: 3)], readAt: RowCache.now, epoch: cache.epoch)
         #expect(cache.snapshot(of: row(10, version: 1).objectID, staleness: -1)?.version == 5)
+        // Nor does a save recorded late (issue 19: two groups' records landing out of order).
+        cache.didSave(written: [row(10, version: 4)], deleted: [])
+        #expect(cache.snapshot(of: row(10, version: 1).objectID, staleness: -1)?.version == 5)
+    }
+
+    @Test("after saves from many contexts at once (group commits), the row cache holds each row's newest version, so faults read what the store holds")
+    func rowCacheAfterConcurrentSaves() async throws {
+        let directory = TemporaryDirectory()
+        let coordinator = try await ContextReference.lmdb(in: directory.url)
+        let ids = try await ContextReference.saveNotes((0..<4).map { ("n\($0)", 0) }, on: coordinator)
+        // Eight contexts each save every note 25 times, retrying conflicts: the saves meet
+        // in group commits, and each records its rows in the cache.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for writer in 0..<8 {
+                group.addTask {
+                    let context = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer \(writer)")
+                    for round in 0..<25 {
+                        try await context.perform { context in
+                            context.stalenessInterval = 0
+                            for id in ids { try #require(try context.existingObject(with: id) as? Note).body = "\(writer).\(round)" }
+                            do { try context.save() } catch StrataError.mergeConflicts { context.rollback() }
+                            context.reset()
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        // A row is cached at its stored version, or not at all (a failed save evicts the
+        // rows it meant to write).
+        for id in ids {
+            let stored = try #require(try coordinator.snapshot(of: id))
+            if let cached = coordinator.rowCache.snapshot(of: id, staleness: -1) {
+                #expect(cached.version == stored.version && cached.attributes == stored.attributes)
+            }
+        }
+        #expect(coordinator.writeStatistics.saves > 8)
     }
 }
 

@@ -70,14 +70,7 @@ extension PersistentStoreCoordinator {
         guard let result = request.result else {
             preconditionFailure("a save left the write queue unwritten")  // every write job gives each save taken a result
         }
-        switch result {
-        case .success(let outcome):
-            cacheSavedRows(saves, outcome: outcome)
-            return outcome
-        case .failure(let error):
-            evictRows(of: saves)
-            throw error
-        }
+        return try result.get()
     }
 
     /// Writes every waiting save (`request` among them) as one group on the write
@@ -126,6 +119,15 @@ extension PersistentStoreCoordinator {
         let token = generation?.token ?? newestToken()
         for request in batch {
             request.finish(token: token, generation: request.pinning ? generation : nil)
+        }
+        // The row cache learns the commits here, in commit order, before the next write
+        // job starts: a saver updating it after leaving the write queue could land after
+        // a later save of the same rows and put an older row back (issue 19).
+        for request in batch {
+            switch request.result {
+            case .success(let outcome)?: cacheSavedRows(request.saves, outcome: outcome)
+            case .failure?, nil: evictRows(of: request.saves)
+            }
         }
     }
 

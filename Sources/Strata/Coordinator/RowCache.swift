@@ -5,11 +5,15 @@ import Foundation
 /// lets a fault or a refresh reuse instead of reading the store.
 ///
 /// Core Data keeps the same cache at its coordinator ("cached row" in a merge conflict's
-/// terms). Every save through the coordinator writes its rows here after the commit
-/// (written rows replace their entries, deleted rows leave), so contexts of one
-/// coordinator always see each other's saves; a row another process (another
-/// coordinator on the same directory) changed is only read again once the entry is
-/// older than the reader's staleness interval.
+/// terms). Every save through the coordinator writes its rows here after the commit, on
+/// the write queue and in commit order (written rows replace their entries, deleted rows
+/// leave), so contexts of one coordinator always see each other's saves; a row another
+/// process (another coordinator on the same directory) changed is only read again once
+/// the entry is older than the reader's staleness interval.
+///
+/// An entry never goes back to an older row version: neither a read that started before
+/// a save (``fill(_:readAt:epoch:)``) nor a save recorded late (``didSave(written:deleted:)``)
+/// replaces a newer row.
 ///
 /// Thread-safe: contexts call it synchronously from their own executors. Bounded: past
 /// ``capacity`` entries the oldest inserted go first.
@@ -78,14 +82,18 @@ final class RowCache: Sendable {
         }
     }
 
-    /// Records a committed save: `written` rows replace their entries, `deleted` ones leave.
+    /// Records a committed save: `written` rows replace their entries unless a newer
+    /// version is cached, `deleted` ones leave.
     func didSave(written: [ObjectSnapshot], deleted: [ManagedObjectID]) {
         let stamp = Self.now
         state.withLock { state in
             state.epoch &+= 1
             for id in deleted { state.entries[id] = nil }
             guard capacity > 0 else { return }
-            for snapshot in written { Self.put(snapshot, stamp: stamp, into: &state, capacity: capacity) }
+            for snapshot in written {
+                if let existing = state.entries[snapshot.objectID], existing.snapshot.version > snapshot.version { continue }
+                Self.put(snapshot, stamp: stamp, into: &state, capacity: capacity)
+            }
         }
     }
 
