@@ -138,4 +138,88 @@ struct ContextStorageFailureTests {
             #expect(try context.count(for: FetchRequest<Note>()) == 0)
         }
     }
+
+    /// Folder `id`'s notes and a new folder, read (the folder and its notes realised, its
+    /// notes loaded); a note's fault stays a fault.
+    static func noteFaultInFolder(_ context: isolated ManagedObjectContext, _ id: ManagedObjectID) throws -> (Folder, Note) {
+        let folder = try #require(try context.existingObject(with: id) as? Folder)
+        let note = try #require(folder.notes.first)
+        try context.refresh(note, mergeChanges: false)   // a fault again: its values are read when it changes
+        #expect(note.isFault)
+        return (folder, note)
+    }
+
+    @Test("a relationship setter whose inverse side cannot be read changes neither side, and the next save fails with the storage error instead of saving one side (issue 19)")
+    func relationshipSetterDoesNotChangeOneSide() async throws {
+        let (coordinator, id) = try await Self.folderOfThreeNotes()
+        let context = await Self.reader(coordinator)
+        try await context.perform { context in
+            let (folder, note) = try Self.noteFaultInFolder(context, id)
+            let other = Folder()
+            other.name = "other"
+            try context.insert(other)
+            var snapshots = try Self.fillReaderTable(coordinator)
+            note.folder = other          // the note's fault cannot be read: nothing changes
+            #expect(other.notes.isEmpty && folder.notes.contains(note) && !note.isUpdated)
+            other.$notes.insert(note)    // the editor, from the other side: the same
+            #expect(other.notes.isEmpty && folder.notes.contains(note))
+            #expect(strataError { try other.add(note, toRelationship: "notes") } == .storage(.readersFull))
+            #expect(strataError { try note.setValue(other, forKey: "folder") } == .storage(.readersFull))
+            #expect(other.notes.isEmpty && folder.notes.contains(note))
+            #expect(strataError { try context.save() } == .storage(.readersFull), "the save would have lost the move")
+            snapshots.removeAll()
+            #expect(strataError { try context.save() } == .storage(.readersFull), "still: the move did not happen")
+            note.folder = other          // set again once the store reads: both sides move
+            #expect(other.notes.contains(note) && !folder.notes.contains(note))
+            try context.save()
+        }
+        let stored = try await Self.reader(coordinator).perform { context in
+            try context.fetch(FetchRequest<Folder>()).map { "\($0.name) \($0.notes.count)" }.sorted()
+        }
+        #expect(stored == ["inbox 2", "other 1"])
+    }
+
+    @Test("an attribute setter on a fault that cannot be read changes nothing (it would have saved nil over every other attribute) and fails the next save; a rollback discards the failure")
+    func attributeSetterOnAnUnreadableFault() async throws {
+        let (coordinator, id) = try await Self.folderOfThreeNotes()
+        let context = await Self.reader(coordinator)
+        let noteID = try await context.perform { context in
+            let (_, note) = try Self.noteFaultInFolder(context, id)
+            var snapshots = try Self.fillReaderTable(coordinator)
+            note.priority = 4
+            #expect(note.isFault && !note.isUpdated)
+            #expect(strataError { try note.setValue("t", forKey: "title") } == .storage(.readersFull))
+            #expect(strataError { try context.save() } == .storage(.readersFull))
+            snapshots.removeAll()
+            context.rollback()
+            try context.save()   // nothing failed any more, nothing to save
+            #expect(note.priority == 0 && !note.title.isEmpty)
+            return note.objectID
+        }
+        let title = try await Self.reader(coordinator).perform { context in
+            try #require(try context.existingObject(with: noteID) as? Note).title
+        }
+        #expect(title.hasPrefix("n"), "the other attributes are as saved")
+    }
+
+    @Test("deleting a note whose folder cannot be read (nullify) leaves the delete pending and fails the save; once readable, the save takes the note out of the folder and bumps the folder's row version, which concurrent savers of the folder check")
+    func nullifyWithAnUnreadableInverse() async throws {
+        let (coordinator, id) = try await Self.folderOfThreeNotes()
+        let context = await Self.reader(coordinator)
+        try await context.perform { context in
+            let folder = try #require(try context.existingObject(with: id) as? Folder)
+            let note = try #require(folder.notes.first)
+            _ = note.title
+            try context.refresh(folder, mergeChanges: false)
+            #expect(folder.isFault && !note.isFault)
+            var snapshots = try Self.fillReaderTable(coordinator)
+            try context.delete(note)
+            #expect(strataError { try context.save() } == .storage(.readersFull), "the folder's side could not change")
+            snapshots.removeAll()
+            try context.save()
+            #expect(folder.notes.count == 2 && folder.rowVersion == 2)
+        }
+        let integrity = try await coordinator.checkIntegrity()
+        #expect(integrity.isConsistent, "\(integrity)")
+    }
 }

@@ -33,6 +33,7 @@ import StrataTesting
         }
 
         func objectWillChange(_ object: ManagedObject, key: String) {}
+        func editFailed(_ object: ManagedObject, key: String, error: StrataError) {}
         func handleInaccessibleFault(_ object: ManagedObject, property: String?, error: StrataError) -> Bool { true }
 
         /// Saves `objects` (new or changed) in one write transaction, as a context will.

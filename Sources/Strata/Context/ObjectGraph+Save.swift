@@ -12,7 +12,8 @@ extension ObjectGraph {
     /// permanent IDs and committed values, deleted objects leave, and
     /// ``ManagedObject/didSave()`` is called on each.
     ///
-    /// - Throws: ``StrataError/validation(_:)`` with every failure;
+    /// - Throws: the storage error of an edit that could not happen (a setter whose reads
+    ///   failed); ``StrataError/validation(_:)`` with every failure;
     ///   ``StrataError/mergeConflicts(_:)`` when rows changed underneath;
     ///   ``StrataError/noStore(entity:)``, ``StrataError/invalidObjectState(_:reason:)``
     ///   for a relationship between stores; storage errors. Nothing is written then, and
@@ -27,6 +28,7 @@ extension ObjectGraph {
     ///   nothing to save.
     @discardableResult
     func save(announce: () -> Void = {}, processChanges: () -> Void = {}) throws -> ObjectChangeSets {
+        try throwIfEditsFailed()
         try propagateDeletes()
         try adoptNewDestinations()
         guard hasChanges else { return ObjectChangeSets() }

@@ -110,6 +110,10 @@ final class ObjectGraph: ManagedObjectOwner {
     /// Unchanged objects whose stored rows the next save checks
     /// (``ManagedObjectContext/detectConflicts(for:)``).
     var conflictChecks: [ObjectIdentifier: ManagedObject] = [:]
+    /// Edits that did not happen because a read they needed failed with a storage error,
+    /// asked for through setters that cannot throw: the next save throws the first of
+    /// them, until the property is set again, or a rollback or reset.
+    private var failedEdits: [(object: ManagedObject, key: String, error: StrataError)] = []
     /// What changed since the last ``takeChangeEvent()`` (ObjectsDidChange).
     private var event = ChangeEvent()
     /// Batched faults and the staleness interval (ObjectGraph+Batching.swift).
@@ -326,10 +330,22 @@ final class ObjectGraph: ManagedObjectOwner {
     }
 
     func objectWillChange(_ object: ManagedObject, key: String) {
+        if !failedEdits.isEmpty { failedEdits.removeAll { $0.object === object && $0.key == key } }
         event.record(object, in: .updated)
         guard changed[ObjectIdentifier(object)] == nil else { return }
         changed[ObjectIdentifier(object)] = object
         retain(object, strongly: true)
+    }
+
+    func editFailed(_ object: ManagedObject, key: String, error: StrataError) {
+        failedEdits.removeAll { $0.object === object && $0.key == key }
+        failedEdits.append((object, key, error))
+    }
+
+    /// Throws the storage error of the first edit that could not happen (see
+    /// ``editFailed(_:key:error:)``): a save must not go on without it.
+    func throwIfEditsFailed() throws(StrataError) {
+        if let failed = failedEdits.first { throw failed.error }
     }
 
     func handleInaccessibleFault(_ object: ManagedObject, property: String?, error: StrataError) -> Bool {
@@ -483,7 +499,7 @@ final class ObjectGraph: ManagedObjectOwner {
                     try object.throwIfStorageFailed()  // unreadable is not empty
                     continue
                 }
-                detachDestinations(of: object, slot: slot)
+                try detachDestinations(of: object, slot: slot)
             case .cascade:
                 guard object.loadRelationshipIfNeeded(slot) else {
                     try object.throwIfStorageFailed()  // skipping would leave the destinations orphaned
@@ -492,7 +508,7 @@ final class ObjectGraph: ManagedObjectOwner {
                 for destination in object.relationshipValues[slot].objects where !destination.isDeleted {
                     try delete(destination)
                 }
-                detachDestinations(of: object, slot: slot)
+                try detachDestinations(of: object, slot: slot)
             }
         }
         if !object.isInserted && !deleted.contains(where: { $0 === object }) {
@@ -507,13 +523,16 @@ final class ObjectGraph: ManagedObjectOwner {
 
     /// Empties relationship `slot` of a deleted object, both sides: a to-many loses each
     /// destination, a to-one is set to nil (its destination's inverse drops the object).
-    private func detachDestinations(of object: ManagedObject, slot: Int) {
+    ///
+    /// - Throws: the storage error of a destination whose inverse side cannot be read
+    ///   (the destinations before it are detached; the delete stays pending).
+    private func detachDestinations(of object: ManagedObject, slot: Int) throws {
         if object.entity.relationships[slot].isToMany {
             for destination in object.relationshipValues[slot].objects {
-                object.removeDestination(destination, slot: slot)
+                try object.removeDestination(destination, slot: slot)
             }
         } else {
-            object.setToOne(slot, to: nil)
+            try object.setToOne(slot, to: nil)
         }
     }
 
@@ -585,6 +604,7 @@ final class ObjectGraph: ManagedObjectOwner {
         assignedStores = [:]
         conflictChecks = [:]
         vanished = []
+        failedEdits = []
         for object in held { retain(object, strongly: object.hasChanges) }
     }
 

@@ -58,8 +58,13 @@ extension ManagedObject {
 
     func writeAttribute(at site: DeclarationSite, _ value: AttributeValue?) {
         guard let slot = attributeSlot(at: site) else { return }
-        fulfilIfNeeded(property: entity.attributes[slot].name)
-        writeAttribute(slot, value)
+        let name = entity.attributes[slot].name
+        editRecordingFailure(key: name) { () throws(StrataError) in
+            // A fault that cannot be read keeps its stored values: writing over it would
+            // save nil for every other attribute.
+            if !fulfilIfNeeded(property: name) { try throwIfStorageFailed() }
+            writeAttribute(slot, value)
+        }
     }
 
     func readRelationship(at site: DeclarationSite, valueType: Any.Type, destination: ManagedObject.Type) -> [ManagedObject] {
@@ -76,8 +81,9 @@ extension ManagedObject {
 
     func writeRelationship(at site: DeclarationSite, _ objects: [ManagedObject]) {
         guard let slot = relationshipSlot(at: site) else { return }
-        fulfilIfNeeded(property: entity.relationships[slot].name)
-        setRelationship(slot, to: objects)
+        editRecordingFailure(key: entity.relationships[slot].name) { () throws(StrataError) in
+            try setRelationship(slot, to: objects)
+        }
     }
 }
 

@@ -4,6 +4,15 @@
 /// `removeMember`) that change one side and record the change; the public entry
 /// points apply them to both sides, so after any edit each relationship and its
 /// inverse agree.
+///
+/// An edit first reads everything it touches (the object, the relationship when it is
+/// to-many, each destination added or removed and its inverse side, and for a to-one
+/// inverse the destination's previous source), and changes nothing when a read fails
+/// with a storage error: it throws that error (a setter that cannot throw records it,
+/// and the context's next save fails with it). Without this, an edit whose inverse side
+/// could not be read changed one side only: the store would keep a destination's
+/// foreign key to an object whose relationship no longer lists it, or the reverse. A
+/// row that is gone reads as empty, as delete rules treat it.
 extension ManagedObject {
     /// Adds `object` to the to-many relationship `key` (at the end of an ordered one),
     /// updating the inverse side. Adding an object already there changes nothing.
@@ -14,7 +23,7 @@ extension ManagedObject {
     public func add(_ object: ManagedObject, toRelationship key: String) throws(StrataError) {
         let slot = try toManySlot(key)
         _ = try destinationObjects(from: [object], for: entity.relationships[slot])
-        addDestination(object, slot: slot, at: nil)
+        try addDestination(object, slot: slot, at: nil)
     }
 
     /// Inserts `object` at `index` (clamped to the bounds) of the ordered to-many
@@ -30,7 +39,7 @@ extension ManagedObject {
                 key: key, entity: entity.name, expected: "an ordered relationship", actual: "an unordered one")
         }
         _ = try destinationObjects(from: [object], for: relationship)
-        addDestination(object, slot: slot, at: index)
+        try addDestination(object, slot: slot, at: index)
     }
 
     /// Removes `object` from the to-many relationship `key`, updating the inverse side.
@@ -40,7 +49,7 @@ extension ManagedObject {
     ///   relationship.
     public func remove(_ object: ManagedObject, fromRelationship key: String) throws(StrataError) {
         let slot = try toManySlot(key)
-        removeDestination(object, slot: slot)
+        try removeDestination(object, slot: slot)
     }
 
     private func toManySlot(_ key: String) throws(StrataError) -> Int {
@@ -54,36 +63,61 @@ extension ManagedObject {
 
     /// Replaces the destinations of relationship `slot` with `objects` (already checked),
     /// keeping every inverse in step.
-    func setRelationship(_ slot: Int, to objects: [ManagedObject]) {
+    ///
+    /// - Throws: the storage error of a read the change needs; nothing changed then.
+    func setRelationship(_ slot: Int, to objects: [ManagedObject]) throws(StrataError) {
         let relationship = entity.relationships[slot]
         guard relationship.isToMany else {
-            setToOne(slot, to: objects.first)
+            try setToOne(slot, to: objects.first)
             return
         }
-        loadRelationshipIfNeeded(slot)
+        try readForEdit(slot)
         let current = relationshipValues[slot].objects
         let incoming = ToManyStorage(isOrdered: false, objects: objects)
-        for old in current where !incoming.contains(old) {
-            removeDestination(old, slot: slot)
+        let leaving = current.filter { !incoming.contains($0) }
+        try readDestinationsForEdit(of: relationship, joining: objects, leaving: leaving)
+        for old in leaving {
+            removeDestinationRead(old, slot: slot)
         }
         for (index, object) in objects.enumerated() {
-            addDestination(object, slot: slot, at: relationship.isOrdered ? index : nil)
+            addDestinationRead(object, slot: slot, at: relationship.isOrdered ? index : nil)
         }
     }
 
     /// Sets to-one relationship `slot` to `object`, updating the old and new inverses.
-    func setToOne(_ slot: Int, to object: ManagedObject?) {
-        let relationship = entity.relationships[slot]
+    ///
+    /// - Throws: the storage error of a read the change needs; nothing changed then.
+    func setToOne(_ slot: Int, to object: ManagedObject?) throws(StrataError) {
+        try readForEdit(slot)
         guard case .toOne(let old) = relationshipValues[slot], old !== object else { return }
+        let relationship = entity.relationships[slot]
+        try readDestinationsForEdit(of: relationship, joining: object.map { [$0] } ?? [], leaving: old.map { [$0] } ?? [])
         if let old { old.unlinkInverse(of: relationship, from: self) }
         linkToOne(slot, object)
         if let object { object.linkInverse(of: relationship, to: self, at: nil) }
     }
 
     /// Adds `object` to to-many `slot` (at `index` when ordered) and links its inverse.
-    func addDestination(_ object: ManagedObject, slot: Int, at index: Int?) {
+    ///
+    /// - Throws: the storage error of a read the change needs; nothing changed then.
+    func addDestination(_ object: ManagedObject, slot: Int, at index: Int?) throws(StrataError) {
+        try readForEdit(slot)
+        try readDestinationsForEdit(of: entity.relationships[slot], joining: [object], leaving: [])
+        addDestinationRead(object, slot: slot, at: index)
+    }
+
+    /// Removes `object` from to-many `slot` and unlinks its inverse.
+    ///
+    /// - Throws: the storage error of a read the change needs; nothing changed then.
+    func removeDestination(_ object: ManagedObject, slot: Int) throws(StrataError) {
+        try readForEdit(slot)
+        try readDestinationsForEdit(of: entity.relationships[slot], joining: [], leaving: [object])
+        removeDestinationRead(object, slot: slot)
+    }
+
+    /// ``addDestination(_:slot:at:)`` once everything it touches was read.
+    private func addDestinationRead(_ object: ManagedObject, slot: Int, at index: Int?) {
         let relationship = entity.relationships[slot]
-        loadRelationshipIfNeeded(slot)
         if case .toMany(let storage) = relationshipValues[slot], storage.contains(object) {
             // Already a member: only an ordered move can change anything.
             guard let index, relationship.isOrdered, storage.objects.firstIndex(where: { $0 === object }) != index else { return }
@@ -95,12 +129,40 @@ extension ManagedObject {
         object.linkInverse(of: relationship, to: self, at: nil)
     }
 
-    /// Removes `object` from to-many `slot` and unlinks its inverse.
-    func removeDestination(_ object: ManagedObject, slot: Int) {
-        loadRelationshipIfNeeded(slot)
+    /// ``removeDestination(_:slot:)`` once everything it touches was read.
+    private func removeDestinationRead(_ object: ManagedObject, slot: Int) {
         guard case .toMany(let storage) = relationshipValues[slot], storage.contains(object) else { return }
         removeMember(slot, object)
         object.unlinkInverse(of: entity.relationships[slot], from: self)
+    }
+
+    // MARK: Reading before an edit
+
+    /// Reads this object's values, and relationship `slot` when it is to-many, for an
+    /// edit. A row that is gone reads as empty (the edit goes on); a store that cannot be
+    /// read throws, before anything changed.
+    func readForEdit(_ slot: Int?) throws(StrataError) {
+        let name = slot.map { entity.relationships[$0].name }
+        if !fulfilIfNeeded(property: name) { try throwIfStorageFailed() }
+        if let slot, entity.relationships[slot].isToMany, !loadRelationshipIfNeeded(slot) { try throwIfStorageFailed() }
+    }
+
+    /// Reads what `relationship` of this object touches on the other side when
+    /// `joining` become destinations and `leaving` stop being ones: each of them and its
+    /// inverse side, and for a to-one inverse, the previous source a joining destination
+    /// leaves (and its side of `relationship`).
+    private func readDestinationsForEdit(
+        of relationship: RelationshipDescription, joining: [ManagedObject], leaving: [ManagedObject]
+    ) throws(StrataError) {
+        for destination in joining + leaving {
+            let inverse = destination.entity.relationshipSlots[relationship.inverseName]
+            try destination.readForEdit(inverse)
+            guard let inverse, !destination.entity.relationships[inverse].isToMany,
+                  joining.contains(where: { $0 === destination }),
+                  case .toOne(let previous?) = destination.relationshipValues[inverse], previous !== self
+            else { continue }
+            try previous.readForEdit(previous.entity.relationshipSlots[relationship.name])
+        }
     }
 
     /// This object is now a destination of `source`'s `relationship`: point the inverse

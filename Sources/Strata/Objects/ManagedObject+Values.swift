@@ -36,19 +36,20 @@ extension ManagedObject {
     ///   ``StrataError/typeMismatch(key:entity:expected:actual:)`` for a value of the
     ///   wrong type or out of the attribute's range, or
     ///   ``StrataError/invalidObjectState(_:reason:)`` for a relationship to an object
-    ///   of another context. Nothing changes when it throws.
+    ///   of another context; ``StrataError/storage(_:)`` when the object's fault, or a
+    ///   relationship or inverse side the change touches, cannot be read. Nothing changes
+    ///   when it throws.
     public func setValue(_ value: Any?, forKey key: String) throws(StrataError) {
         if let slot = entity.attributeSlots[key] {
             let attribute = entity.attributes[slot]
             let converted = try attributeValue(from: value, for: attribute)
-            fulfilIfNeeded(property: key)
+            if !fulfilIfNeeded(property: key) { try throwIfStorageFailed() }
             writeAttribute(slot, converted)
             return
         }
         if let slot = entity.relationshipSlots[key] {
             let objects = try destinationObjects(from: value, for: entity.relationships[slot])
-            fulfilIfNeeded(property: key)
-            setRelationship(slot, to: objects)
+            try setRelationship(slot, to: objects)
             return
         }
         throw StrataError.unknownKey(key: key, entity: entity.name)
@@ -100,6 +101,17 @@ extension ManagedObject {
     }
 
     // MARK: Primitive writes
+
+    /// Runs `edit`, which a setter that cannot throw asked for: when a read it needs fails
+    /// (a storage failure), nothing changes and the failure is recorded with the owner,
+    /// whose next save then fails with it.
+    func editRecordingFailure(key: String, _ edit: () throws(StrataError) -> Void) {
+        do {
+            try edit()
+        } catch {
+            owner?.editFailed(self, key: key, error: error)
+        }
+    }
 
     /// Sets an attribute slot, recording the change; no-op when the value is unchanged.
     func writeAttribute(_ slot: Int, _ value: AttributeValue?) {

@@ -241,31 +241,46 @@ public struct RelationshipEditor<Destination: ManagedObject> {
     }
 
     /// Adds `destination` (at the end of an ordered relationship).
+    ///
+    /// When the store cannot be read for the change (the object's fault, the
+    /// relationship, or `destination`'s inverse side), nothing changes and the context's
+    /// next save fails with that storage error.
     public func insert(_ destination: Destination) {
         guard let slot else { return }
-        if object.entity.relationships[slot].isToMany {
-            object.addDestination(destination, slot: slot, at: nil)
-        } else {
-            object.setToOne(slot, to: destination)
+        let object = object
+        object.editRecordingFailure(key: object.entity.relationships[slot].name) { () throws(StrataError) in
+            if object.entity.relationships[slot].isToMany {
+                try object.addDestination(destination, slot: slot, at: nil)
+            } else {
+                try object.setToOne(slot, to: destination)
+            }
         }
     }
 
     /// Inserts `destination` at `index` (clamped) of an ordered relationship, moving it
-    /// when it is already there; appends to an unordered one.
+    /// when it is already there; appends to an unordered one. Storage failures as
+    /// ``insert(_:)``.
     public func insert(_ destination: Destination, at index: Int) {
         guard let slot else { return }
         let relationship = object.entity.relationships[slot]
         guard relationship.isToMany else { return insert(destination) }
-        object.addDestination(destination, slot: slot, at: relationship.isOrdered ? index : nil)
+        let object = object
+        object.editRecordingFailure(key: relationship.name) { () throws(StrataError) in
+            try object.addDestination(destination, slot: slot, at: relationship.isOrdered ? index : nil)
+        }
     }
 
-    /// Removes `destination`.
+    /// Removes `destination`. Storage failures as ``insert(_:)``.
     public func remove(_ destination: Destination) {
         guard let slot else { return }
-        if object.entity.relationships[slot].isToMany {
-            object.removeDestination(destination, slot: slot)
-        } else if object.relationshipValues[slot].objects.first === destination {
-            object.setToOne(slot, to: nil)
+        let object = object
+        object.editRecordingFailure(key: object.entity.relationships[slot].name) { () throws(StrataError) in
+            if object.entity.relationships[slot].isToMany {
+                try object.removeDestination(destination, slot: slot)
+            } else {
+                try object.readForEdit(slot)
+                if object.relationshipValues[slot].objects.first === destination { try object.setToOne(slot, to: nil) }
+            }
         }
     }
 }

@@ -163,6 +163,8 @@ final class KeyPathRecorder: ManagedObjectOwner {
 
     // MARK: ManagedObjectOwner (never consulted: prototypes are inaccessible)
 
+    func editFailed(_ object: ManagedObject, key: String, error: StrataError) {}
+
     func snapshotForFault(of object: ManagedObject) throws(StrataError) -> ObjectSnapshot {
         throw .inaccessibleFault(object.objectID)
     }

@@ -14,6 +14,10 @@ final class FakeOwner: ManagedObjectOwner {
     var willChange: [(ManagedObjectID, String)] = []
     var deletesInaccessibleFaults = true
     var inaccessible: [ManagedObjectID] = []
+    /// Rows whose reads fail as a full reader table would (a storage failure).
+    var unreadable: Set<ManagedObjectID> = []
+    /// Edits that did not happen, with the failure each would have made the next save throw.
+    var failedEdits: [(ManagedObjectID, String, StrataError)] = []
     private var nextKey: UInt64 = 1
 
     init(model: ManagedObjectModel) {
@@ -39,6 +43,7 @@ final class FakeOwner: ManagedObjectOwner {
 
     func snapshotForFault(of object: ManagedObject) throws(StrataError) -> ObjectSnapshot {
         fulfilments.append(object.objectID)
+        if unreadable.contains(object.objectID) { throw .storage(.readersFull) }
         guard let row = rows[object.objectID] else { throw .inaccessibleFault(object.objectID) }
         return row
     }
@@ -53,11 +58,16 @@ final class FakeOwner: ManagedObjectOwner {
     }
 
     func destinations(of object: ManagedObject, relationship: RelationshipDescription) throws(StrataError) -> [ManagedObjectID] {
-        links[object.objectID]?[relationship.name] ?? []
+        if unreadable.contains(object.objectID) { throw .storage(.readersFull) }
+        return links[object.objectID]?[relationship.name] ?? []
     }
 
     func objectWillChange(_ object: ManagedObject, key: String) {
         willChange.append((object.objectID, key))
+    }
+
+    func editFailed(_ object: ManagedObject, key: String, error: StrataError) {
+        failedEdits.append((object.objectID, key, error))
     }
 
     func handleInaccessibleFault(_ object: ManagedObject, property: String?, error: StrataError) -> Bool {
