@@ -377,6 +377,8 @@ struct BadInputTests {
                 ("data", [UInt8]([1, 2])), ("data", "bytes"), ("uuid", UUID().uuidString), ("uuid", Data(count: 16)),
                 ("url", "https://example.com"), ("url", URLComponents(string: "https://example.com")!),
                 ("decimal", 1.5), ("decimal", "1.5"), ("colour", "red"), ("colour", ["red": 1.0]),
+                ("colour", Colour(red: .nan)), ("colour", AttributeValue.transformable(Data("not json".utf8))),
+                ("colour", AttributeValue.transformable(Data(#"{"blue":1}"#.utf8))),
                 ("text", AttributeValue.integer(1)), ("i16", AttributeValue.integer(1 << 40)), ("double", AttributeValue.float(1)),
                 ("parent", tag), ("parent", [other]), ("parent", Set([other])), ("parent", "other"), ("parent", other.objectID),
                 ("children", other), ("children", [tag]), ("children", [other, other]), ("children", ["a", "b"]),

@@ -79,6 +79,27 @@ extension ManagedObject {
         return relationshipValues[slot].objects
     }
 
+    /// A typed transformable write (`value` and its stored form `encoded`): a value that
+    /// cannot be encoded, or whose encoding does not decode back, is refused (recorded:
+    /// the next save fails with a type mismatch) instead of being stored as nil or as
+    /// bytes nothing can read.
+    func writeTransformable(at site: DeclarationSite, _ value: Any, encoded: AttributeValue?, type valueType: any (Codable & Sendable).Type) {
+        guard let slot = attributeSlot(at: site) else { return }
+        let attribute = entity.attributes[slot]
+        editRecordingFailure(key: attribute.name) { () throws(StrataError) in
+            var checked = encoded
+            if let unwrapped = Self.flattened(value) {
+                checked = try TransformableCoding.checkedValue(unwrapped, as: valueType) { detail throws(StrataError) in
+                    throw StrataError.typeMismatch(
+                        key: attribute.name, entity: entity.name, expected: attribute.type.swiftTypeName,
+                        actual: "\(type(of: value))\(detail)")
+                }
+            }
+            if !fulfilIfNeeded(property: attribute.name) { try throwIfStorageFailed() }
+            writeAttribute(slot, checked)
+        }
+    }
+
     func writeRelationship(at site: DeclarationSite, _ objects: [ManagedObject]) {
         guard let slot = relationshipSlot(at: site) else { return }
         editRecordingFailure(key: entity.relationships[slot].name) { () throws(StrataError) in

@@ -102,9 +102,9 @@ extension ManagedObject {
 
     // MARK: Primitive writes
 
-    /// Runs `edit`, which a setter that cannot throw asked for: when a read it needs fails
-    /// (a storage failure), nothing changes and the failure is recorded with the owner,
-    /// whose next save then fails with it.
+    /// Runs `edit`, which a setter that cannot throw asked for: when it fails (a read it
+    /// needs failed with a storage error, a value cannot be stored), nothing changes and
+    /// the failure is recorded with the owner, whose next save then fails with it.
     func editRecordingFailure(key: String, _ edit: () throws(StrataError) -> Void) {
         do {
             try edit()
@@ -189,6 +189,10 @@ extension ManagedObject {
         }
         if let stored = value as? AttributeValue {
             guard attribute.type.accepts(stored) else { throw mismatch(" \(stored)") }
+            if case .transformable(let type) = attribute.type, case .transformable(let data) = stored,
+               !TransformableCoding.decodes(type, from: data) {
+                throw mismatch(" whose bytes do not decode as \(String(reflecting: type))")
+            }
             return stored
         }
         switch attribute.type {
@@ -213,8 +217,7 @@ extension ManagedObject {
         case .uri: if let v = value as? URL { return .uri(v) }
         case .decimal: if let v = value as? Decimal { return .decimal(v) }
         case .transformable(let type):
-            guard let data = TransformableCoding.encode(value, as: type) else { throw mismatch() }
-            return .transformable(data)
+            return try TransformableCoding.checkedValue(value, as: type) { detail throws(StrataError) in throw mismatch(detail) }
         }
         throw mismatch()
     }
@@ -258,6 +261,11 @@ extension ManagedObject {
 
     /// Unwraps an `Optional` hidden inside `Any`.
     private func flattened(_ value: Any?) -> Any? {
+        Self.flattened(value)
+    }
+
+    /// Unwraps an `Optional` hidden inside `Any`.
+    static func flattened(_ value: Any?) -> Any? {
         guard let value else { return nil }
         if let optional = value as? any OptionalBox { return flattened(optional.wrappedAny) }
         return value
@@ -309,6 +317,37 @@ enum TransformableCoding {
 
     static func decode(_ type: any (Codable & Sendable).Type, from data: Data) throws -> Any {
         func open<T: Codable & Sendable>(_: T.Type) throws -> Any { try JSONDecoder().decode(T.self, from: data) }
+        return try open(type)
+    }
+
+    /// Whether `data` decodes as `type`.
+    static func decodes(_ type: any (Codable & Sendable).Type, from data: Data) -> Bool {
+        (try? decode(type, from: data)) != nil
+    }
+
+    /// The stored form of `value`, a `type`, checked to decode back: a value whose
+    /// encoding its own `init(from:)` refuses would be saved and never read again.
+    /// `refuse` makes the error from a detail (", which cannot be encoded").
+    static func checkedValue(
+        _ value: Any, as type: any (Codable & Sendable).Type, refuse: (String) throws(StrataError) -> Never
+    ) throws(StrataError) -> AttributeValue {
+        func open<T: Codable & Sendable>(_: T.Type) throws(StrataError) -> AttributeValue {
+            guard let typed = value as? T else { try refuse("") }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            let data: Data
+            do {
+                data = try encoder.encode(typed)
+            } catch {
+                try refuse(", which cannot be encoded: \(error)")
+            }
+            do {
+                _ = try JSONDecoder().decode(T.self, from: data)
+            } catch {
+                try refuse(", which does not decode from its own encoding: \(error)")
+            }
+            return .transformable(data)
+        }
         return try open(type)
     }
 }

@@ -18,9 +18,10 @@ protocol ManagedObjectOwner: AnyObject {
     /// `object` still has its old value.
     func objectWillChange(_ object: ManagedObject, key: String)
 
-    /// An edit of `object`'s property `key` did not happen: a read it needed failed with
-    /// `error` (a storage failure), and the edit came through a setter that cannot throw.
-    /// The owner's next save must fail with `error` rather than save without the edit.
+    /// An edit of `object`'s property `key` did not happen (a read it needed failed with a
+    /// storage error, or the value cannot be stored), and it came through a setter that
+    /// cannot throw. The owner's next save must fail with `error` rather than save
+    /// without the edit.
     func editFailed(_ object: ManagedObject, key: String, error: StrataError)
 
     /// Fulfilling `object`'s fault failed. Returns true to carry on with the object

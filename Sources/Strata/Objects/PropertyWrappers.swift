@@ -75,7 +75,12 @@ public struct Attribute<Value: AttributeStorable> {
             return object.readAttribute(at: wrapper.site, default: wrapper.defaultValue)
         }
         set {
-            object.writeAttribute(at: object[keyPath: storageKeyPath].site, newValue.attributeValue)
+            let site = object[keyPath: storageKeyPath].site
+            if case .transformable(let type) = Value.attributeType {
+                object.writeTransformable(at: site, newValue, encoded: newValue.attributeValue, type: type)
+            } else {
+                object.writeAttribute(at: site, newValue.attributeValue)
+            }
         }
     }
 }
