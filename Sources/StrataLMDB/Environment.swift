@@ -124,6 +124,16 @@ public final class Environment: @unchecked Sendable {
         self.staleReadersClearedAtOpen = Int(dead)
     }
 
+    /// The error that made an environment of the directory at `path`, still open in this
+    /// process, terminal; nil when no environment of it is open, or the open one is usable.
+    ///
+    /// Opening the directory again fails with ``LMDBError/alreadyOpen`` until that
+    /// environment closes (the last reference to it and to its snapshots goes): this
+    /// tells a caller why, so that it can say what to let go of.
+    public static func terminalErrorOfOpenEnvironment(atPath path: String) -> LMDBError? {
+        OpenEnvironments.terminalError(atPath: path)
+    }
+
     /// Opens (and by default creates) the environment in the directory at `url`.
     public convenience init(url: URL, configuration: Configuration = Configuration()) throws {
         try self.init(path: url.path, configuration: configuration)
@@ -155,7 +165,12 @@ public final class Environment: @unchecked Sendable {
     /// Records a terminal error (panic, corruption) so later transactions are refused.
     func noteIfTerminal(_ error: any Error) {
         guard let error = error as? LMDBError, error.isTerminal else { return }
-        state.withLock { if terminal == nil { terminal = error } }
+        let first = state.withLock { () -> Bool in
+            guard terminal == nil else { return false }
+            terminal = error
+            return true
+        }
+        if first { OpenEnvironments.terminated(fileIdentity, token: registration, error: error) }
     }
 
     /// Throws ``LMDBError/environmentUnusable`` when the environment is terminal; the lock must be held.
@@ -295,6 +310,8 @@ enum OpenEnvironments {
         let path: String
         /// The environment's data.mdb, once it is open.
         var dataFile: FileIdentity?
+        /// The error that made the environment terminal, if one did.
+        var terminal: LMDBError?
     }
 
     private static let lock = ConditionLock()
@@ -317,6 +334,13 @@ enum OpenEnvironments {
                 } else {
                     sameStore = stillThere   // still opening
                 }
+                if sameStore, let terminal = entry.terminal {
+                    throw LMDBError(
+                        code: LMDBError.alreadyOpen.code,
+                        message: "\(path) is still open in this process (as \(entry.path)), in a terminal state after "
+                            + "LMDBError.\(terminal.name): it can be opened again once its Environment closes, when the last "
+                            + "reference to it and to its snapshots is gone")
+                }
                 if sameStore {
                     throw LMDBError(
                         code: LMDBError.alreadyOpen.code,
@@ -335,6 +359,22 @@ enum OpenEnvironments {
             guard let index = open[identity]?.firstIndex(where: { $0.token == token }) else { return }
             open[identity]?[index].dataFile = dataFile
         }
+    }
+
+    /// Records that the environment registered with `token` became terminal, so that
+    /// opening its directory again says why it cannot be opened yet.
+    static func terminated(_ identity: FileIdentity, token: UInt64, error: LMDBError) {
+        lock.withLock {
+            guard let index = open[identity]?.firstIndex(where: { $0.token == token }) else { return }
+            open[identity]?[index].terminal = error
+        }
+    }
+
+    /// The terminal error of an environment of the directory at `path` that is still
+    /// open in this process, if that environment is terminal.
+    static func terminalError(atPath path: String) -> LMDBError? {
+        guard let identity = FileIdentity.existing(atPath: path) else { return nil }
+        return lock.withLock { open[identity]?.lazy.compactMap(\.terminal).first }
     }
 
     static func unregister(_ identity: FileIdentity, token: UInt64) {

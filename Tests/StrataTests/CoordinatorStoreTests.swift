@@ -1,6 +1,6 @@
 import Foundation
 @testable import Strata
-import StrataLMDB
+@testable import StrataLMDB
 import StrataTesting
 import Testing
 
@@ -59,6 +59,54 @@ struct CoordinatorStoreTests {
         #expect(throws: StrataError.noStore(entity: "Folder")) { try coordinator.snapshot(of: id) }
         await #expect(throws: StrataError.self) { try await coordinator.remove(store) }
         return (id, identifier)
+    }
+
+    @Test("re-adding a store in a terminal state says what to do: remove it, let go of every reference (a pinned context's included), then add it again, with every acknowledged save there (issue 19)")
+    func readdingATerminalStore() async throws {
+        let directory = TemporaryDirectory()
+        let url = directory.url.appendingPathComponent("Notes.strata")
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: NotesModel.model)
+        var store: PersistentStore? = try await coordinator.addPersistentStore(type: .lmdb, at: url, options: Self.options)
+        let ids = try await ContextReference.saveNotes([("kept", 1)], on: coordinator)
+        let pinned = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "pinned")
+        try await pinned.perform { context in
+            try context.setQueryGenerationFrom(.current)
+            #expect(try context.count(for: FetchRequest<Note>()) == 1)   // holds a snapshot of the store
+        }
+        // What the store does when LMDB reports MDB_PANIC (a failed meta-page write).
+        store?.file.environment.noteIfTerminal(LMDBError.panic)
+        #expect(store?.terminalError == .storage(.panic))
+
+        func reason(_ error: StrataError?) -> String {
+            switch error {
+            case .incompatibleStore(_, let reason)?: reason
+            case .storage(let lmdb)?: lmdb.message
+            default: "\(String(describing: error))"
+            }
+        }
+        let sameCoordinator = await #expect(throws: StrataError.self) {
+            try await coordinator.addPersistentStore(type: .lmdb, at: url, options: Self.options)
+        }
+        #expect(reason(sameCoordinator).contains("terminal state") && reason(sameCoordinator).contains("remove(_:)"), "\(reason(sameCoordinator))")
+
+        try await coordinator.remove(try #require(store))
+        store = nil   // the pinned context still holds a snapshot: the environment stays open
+        let stillOpen = await #expect(throws: StrataError.self) {
+            try await coordinator.addPersistentStore(type: .lmdb, at: url, options: Self.options)
+        }
+        #expect(stillOpen == .storage(.alreadyOpen))
+        #expect(reason(stillOpen).contains("terminal state") && reason(stillOpen).contains("query generations"), "\(reason(stillOpen))")
+        let elsewhere = await #expect(throws: StrataError.self) {
+            try await PersistentStoreCoordinator(managedObjectModel: NotesModel.model).addPersistentStore(type: .lmdb, at: url, options: Self.options)
+        }
+        #expect(reason(elsewhere).contains("terminal state"))
+
+        try await pinned.perform { try $0.setQueryGenerationFrom(nil) }   // the last reference goes
+        try await coordinator.addPersistentStore(type: .lmdb, at: url, options: Self.options)
+        let title = try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+            try #require(try context.existingObject(with: ids[0]) as? Note).title
+        }
+        #expect(title == "kept")
     }
 
     @Test("an in-memory store behaves like an LMDB store and leaves nothing behind")

@@ -15,9 +15,12 @@ extension PersistentStore {
     /// let go of every reference to it, and add it again (or add it to a new
     /// coordinator). The environment closes with the last reference to the store (a
     /// variable, a context pinned to a query generation of it): until then, adding the
-    /// same directory again fails with `LMDBError.alreadyOpen` (LMDB allows one
-    /// environment per file in a process). Objects of the old store keep their IDs,
-    /// because the store keeps its ``identifier``:
+    /// same directory again fails with ``StrataError/storage(_:)`` of
+    /// `LMDBError.alreadyOpen` (LMDB allows one environment per file in a process), or
+    /// with ``StrataError/incompatibleStore(store:reason:)`` while it is still added to
+    /// the coordinator; either message says the store is terminal and what to let go of.
+    /// Objects of the old store keep their IDs, because the store keeps its
+    /// ``identifier``:
     ///
     /// ```swift
     /// var store: PersistentStore? = try await coordinator.addPersistentStore(type: .lmdb, at: url)

@@ -65,7 +65,11 @@ public actor PersistentStoreCoordinator {
     /// - Throws: ``StrataError/unknownConfiguration(_:)``; ``StrataError/modelMismatch(store:storeHash:modelHash:)``
     ///   for a store written with another model; ``StrataError/incompatibleStore(store:reason:)``
     ///   for a missing location, a directory that is not a store, or a store already added
-    ///   (LMDB allows one environment per store per process);
+    ///   to this coordinator (the reason says what to do when that store is terminal);
+    ///   ``StrataError/storage(_:)`` of `LMDBError.alreadyOpen` for a store still open
+    ///   elsewhere in this process (LMDB allows one environment per store per process;
+    ///   the message says what to let go of when that store is terminal, see
+    ///   ``PersistentStore/terminalError``);
     ///   ``StrataError/corruptStore(store:reason:)`` for a truncated or damaged `data.mdb`
     ///   (an empty one is opened as a new store); ``StrataError/storage(_:)``.
     @discardableResult
@@ -75,7 +79,11 @@ public actor PersistentStoreCoordinator {
     ) throws(StrataError) -> PersistentStore {
         if type == .lmdb, let url {
             let path = url.standardizedFileURL.path
-            if registry.withLock({ $0.contains { $0.url?.standardizedFileURL.path == path } }) {
+            if let added = registry.withLock({ $0.first { $0.url?.standardizedFileURL.path == path } }) {
+                if case .storage(let terminal)? = added.terminalError {
+                    throw .incompatibleStore(store: path, reason: "it is already added to this coordinator, in a terminal state: "
+                        + StoreFile.stillOpenAfterTerminal(path: path, terminal: terminal))
+                }
                 throw .incompatibleStore(store: path, reason: "it is already added to this coordinator")
             }
         }

@@ -94,6 +94,9 @@ final class StoreFile: Sendable {
             // A location that is a file, cannot be made or is missing (read-only): as
             // PersistentContainer reports it.
             throw .incompatibleStore(store: path, reason: error.message)
+        } catch .storage(let error) where error == .alreadyOpen {
+            guard let terminal = Environment.terminalErrorOfOpenEnvironment(atPath: path) else { throw .storage(error) }
+            throw .storage(LMDBError(code: error.code, message: Self.stillOpenAfterTerminal(path: path, terminal: terminal)))
         } catch {
             throw Self.damage(error, at: path)
         }
@@ -110,6 +113,15 @@ final class StoreFile: Sendable {
         self.environment = environment
         self.isReadOnly = configuration.readOnly
         entityNamesByNumber = metadata.schema.entityNames
+    }
+
+    /// What to do when the store at `path` cannot be opened again because its previous
+    /// environment, terminal after `terminal`, is still open.
+    static func stillOpenAfterTerminal(path: String, terminal: LMDBError) -> String {
+        "\(path) is still open in this process in a terminal state (LMDBError.\(terminal.name)); it can be added again once "
+            + "it closes: remove its PersistentStore from its coordinator (remove(_:)) and let go of every reference to "
+            + "that store, contexts pinned to its query generations included; the store closes with the last one "
+            + "(see PersistentStore.terminalError)"
     }
 
     /// `error`, or ``StrataError/corruptStore(store:reason:)`` for the LMDB errors of a
