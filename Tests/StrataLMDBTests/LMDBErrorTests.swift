@@ -93,6 +93,21 @@ struct LMDBErrorTests {
             #expect(error.message.contains("panic"))
             #expect(error.message.contains("open the store again"))
         }
+        // Opening the directory again says it is still open in a terminal state.
+        #expect(Environment.terminalErrorOfOpenEnvironment(atPath: env.path) == .panic)
+        do {
+            _ = try Environment(path: env.path)
+            Issue.record("a second environment of an open directory")
+        } catch let error as LMDBError {
+            #expect(error == .alreadyOpen && error.message.contains("terminal state") && error.message.contains("panic"))
+        }
+    }
+
+    @Test func openUsableEnvironmentIsNotTerminal() throws {
+        let dir = TemporaryDirectory()
+        #expect(Environment.terminalErrorOfOpenEnvironment(atPath: dir.appending("store")) == nil)
+        let env = try openEnvironment(dir)
+        #expect(Environment.terminalErrorOfOpenEnvironment(atPath: env.path) == nil)
     }
 
     @Test func databaseOfAnotherEnvironmentIsAPrecondition() async throws {
