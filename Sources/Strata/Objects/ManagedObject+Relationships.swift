@@ -154,11 +154,13 @@ extension ManagedObject {
     private func readDestinationsForEdit(
         of relationship: RelationshipDescription, joining: [ManagedObject], leaving: [ManagedObject]
     ) throws(StrataError) {
-        for destination in joining + leaving {
+        for destination in leaving {
+            try destination.readForEdit(destination.entity.relationshipSlots[relationship.inverseName])
+        }
+        for destination in joining {
             let inverse = destination.entity.relationshipSlots[relationship.inverseName]
             try destination.readForEdit(inverse)
             guard let inverse, !destination.entity.relationships[inverse].isToMany,
-                  joining.contains(where: { $0 === destination }),
                   case .toOne(let previous?) = destination.relationshipValues[inverse], previous !== self
             else { continue }
             try previous.readForEdit(previous.entity.relationshipSlots[relationship.name])
