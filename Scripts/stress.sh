@@ -24,6 +24,9 @@ run_seed() {
 export -f run_seed
 export binary steps logs
 
+# Stopping the script stops the runs under way and the seeds still to come.
+trap 'trap - INT TERM; kill 0' INT TERM
+
 start=$(date +%s)
 seq "$first" "$last" | xargs -P "$jobs" -I{} bash -c 'run_seed {}'
 elapsed=$(( $(date +%s) - start ))

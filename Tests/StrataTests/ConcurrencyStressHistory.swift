@@ -171,6 +171,7 @@ final class StressHistory: Sendable {
                 changes[id, default: []].append(change)
             }
             let writes = Dictionary(commit.writes.map { ($0.id, $0) }) { first, _ in first }
+            let deletedHere = Set(commit.writes.filter { $0.kind == .delete }.map(\.id))
             for id in order + commit.writes.map(\.id).filter({ changes[$0] == nil }) {
                 let write = writes[id]
                 let base: StressObjectState?
@@ -185,7 +186,8 @@ final class StressHistory: Sendable {
                 } else {
                     base = nil   // inserted by this save
                 }
-                violations += replay(changes[id] ?? [], of: id, over: base, writing: write, in: commit.place, canonical: canonical)
+                violations += replay(
+                    changes[id] ?? [], of: id, over: base, writing: write, deletedHere: deletedHere, in: commit.place, canonical: canonical)
             }
         }
 
@@ -214,9 +216,15 @@ final class StressHistory: Sendable {
 
     /// Applies `changes` of `id`, in order, to `base` (the state the write replaced; nil
     /// when the save inserted it) and compares the result with `write`.
+    ///
+    /// Objects the same save deletes (`deletedHere`) leave the relationships that held
+    /// them: the delete rules of the saving context act on its own view, which may hold a
+    /// member the deleting context's view did not (a child that read an owner's accounts
+    /// before another save added one, then deleted that account: the parent removes it
+    /// from the owner). That is the deletion's consequence, checked with the deletion.
     private func replay(
-        _ changes: [Change], of id: ManagedObjectID, over base: StressObjectState?, writing write: Write?, in place: String,
-        canonical: (ManagedObjectID) -> ManagedObjectID
+        _ changes: [Change], of id: ManagedObjectID, over base: StressObjectState?, writing write: Write?,
+        deletedHere: Set<ManagedObjectID>, in place: String, canonical: (ManagedObjectID) -> ManagedObjectID
     ) -> [String] {
         var violations: [String] = []
         enum Current { case absent, present(StressObjectState), deleted }
@@ -261,6 +269,11 @@ final class StressHistory: Sendable {
                 }
                 current = .deleted
             }
+        }
+        if case .present(var state) = current, !deletedHere.isEmpty {
+            for (name, members) in state.toMany { state.toMany[name] = members.subtracting(deletedHere) }
+            for (name, destination) in state.toOne where destination.map(deletedHere.contains) == true { state.toOne[name] = .some(nil) }
+            current = .present(state)
         }
         switch (current, write) {
         case (.deleted, let write?) where write.kind == .delete:

@@ -31,10 +31,9 @@ import Testing
 /// drop the source's debit, `mergeByPropertyObjectTrump` and `overwrite` write a balance
 /// computed from a stale read over another context's transfer. Each breaks the sum.
 ///
-/// Parents never change objects themselves: a child's save carries its values, which
-/// would overwrite a change the parent made meanwhile (Core Data's behaviour). When a
-/// parent rolls back or resets, its child resets too: the child's view came from the
-/// state the parent discarded.
+/// Parents never change objects themselves (a child's save of a property the parent
+/// changed meanwhile would conflict). When a parent rolls back or resets, its child
+/// resets too: the child's view came from the state the parent discarded.
 ///
 /// A watchdog fails any step over 5 s. Failures print the seed, context and step:
 /// `STRATA_STRESS_SEED=… STRATA_STRESS_STEPS=… swift test --filter ConcurrencyStress`.
