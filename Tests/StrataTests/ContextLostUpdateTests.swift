@@ -30,6 +30,23 @@ struct ContextLostUpdateTests {
         }
     }
 
+    /// A child of `parent` that has read the object `id` (its to-many relationships
+    /// loaded: what a child that looked at it knows) and keeps what it read.
+    static func child(
+        of parent: ManagedObjectContext, _ type: ManagedObjectContext.ConcurrencyType = .privateQueue, name: String = "child",
+        reading id: ManagedObjectID
+    ) async throws -> ManagedObjectContext {
+        let child = ManagedObjectContext(type, parent: parent, name: name)
+        try await child.perform { child in
+            child.retainsRegisteredObjects = true
+            let object = try child.existingObject(with: id)
+            for relationship in object.entity.relationships where relationship.isToMany {
+                _ = try object.value(forKey: relationship.name)
+            }
+        }
+        return child
+    }
+
     /// The stored notes as (title, priority, folder name), sorted by title.
     static func storedNotes(on coordinator: PersistentStoreCoordinator) async throws -> [String] {
         try await ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "reader").perform { context in
@@ -111,11 +128,7 @@ struct ContextLostUpdateTests {
         ]
         for (what, change) in changes {
             let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "parent")
-            let child = ManagedObjectContext(.privateQueue, parent: parent, name: "child")
-            try await child.perform { child in
-                child.retainsRegisteredObjects = true
-                _ = try child.existingObject(with: noteIDs[0])
-            }
+            let child = try await Self.child(of: parent, reading: noteIDs[0])
             try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { other in
                 try change(other)
                 try other.save()
@@ -128,11 +141,7 @@ struct ContextLostUpdateTests {
         }
         // A member removed elsewhere: the folder's notes differ from what the child read.
         let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "parent")
-        let child = ManagedObjectContext(.privateQueue, parent: parent, name: "child")
-        try await child.perform { child in
-            child.retainsRegisteredObjects = true
-            _ = try #require(try child.existingObject(with: folderID) as? Folder).notes.count
-        }
+        let child = try await Self.child(of: parent, reading: folderID)
         try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { other in
             try #require(try other.existingObject(with: noteIDs[1]) as? Note).folder = nil
             try other.save()
@@ -154,14 +163,8 @@ struct ContextLostUpdateTests {
         let coordinator = try await ContextReference.lmdb(in: directory.url)
         let (_, noteIDs) = try await Self.folderWithNotes(on: coordinator)
         let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "parent")
-        let first = ManagedObjectContext(.privateQueue, parent: parent, name: "first")
-        let second = ManagedObjectContext(.mainQueue, parent: parent, name: "second")
-        for child in [first, second] {
-            try await child.perform { child in
-                child.retainsRegisteredObjects = true
-                _ = try child.existingObject(with: noteIDs[0])
-            }
-        }
+        let first = try await Self.child(of: parent, name: "first", reading: noteIDs[0])
+        let second = try await Self.child(of: parent, .mainQueue, name: "second", reading: noteIDs[0])
         try await first.perform { first in
             try #require(try first.existingObject(with: noteIDs[0]) as? Note).priority = 2
             try first.save()
@@ -193,11 +196,7 @@ struct ContextLostUpdateTests {
         let coordinator = try await ContextReference.lmdb(in: directory.url)
         let (_, noteIDs) = try await Self.folderWithNotes(on: coordinator)
         let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "parent")
-        let child = ManagedObjectContext(.privateQueue, parent: parent, name: "child")
-        try await child.perform { child in
-            child.retainsRegisteredObjects = true
-            _ = try child.existingObject(with: noteIDs[0])
-        }
+        let child = try await Self.child(of: parent, reading: noteIDs[0])
         try await parent.perform { parent in
             parent.retainsRegisteredObjects = true
             try #require(try parent.existingObject(with: noteIDs[0]) as? Note).title = "parent's"

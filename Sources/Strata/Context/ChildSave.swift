@@ -15,10 +15,12 @@ struct ChildSave: Sendable {
     /// Stores chosen with `assign(_:to:)` for inserted objects.
     var stores: [ManagedObjectID: PersistentStore] = [:]
     /// The state the child read each updated, deleted and checked object at: its row
-    /// version and committed values. The parent takes the save only where its own state of
-    /// the object is that one (the same row version, or the same values of what the child
-    /// changed), so that the root's optimistic locking checks the version the child's
-    /// changes were based on (DESIGN.md, "Saving one store up").
+    /// version and committed values. The parent takes the save only where it holds the
+    /// object in that state (the properties a change sets; the whole object, to-many
+    /// members included, for a deletion or a check), so that neither the child's values
+    /// nor the parent's delete rules act on a state the child never saw, and the root's
+    /// optimistic locking then checks the version the parent holds (DESIGN.md, "Saving
+    /// one store up"; ``ObjectGraph/acceptChildSave(_:)``).
     var bases: [ManagedObjectID: ObjectSnapshot] = [:]
 
     /// Whether there is nothing to apply.
