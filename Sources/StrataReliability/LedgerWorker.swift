@@ -65,6 +65,10 @@ public struct LedgerWorker: Sendable {
             await self.save(as: writer, from: start, coordinator: coordinator)
         }
         emit("statistics \(coordinator.writeStatistics)")
+        // The store closes now, not when the contexts' last scheduled blocks (a child's
+        // adoption of permanent IDs, say) let go of the coordinator: an auditor in this
+        // process may open it next, and LMDB allows one environment per store per process.
+        for added in coordinator.persistentStores { try? await coordinator.remove(added) }
         return outcome
     }
 
