@@ -110,9 +110,10 @@ final class ObjectGraph: ManagedObjectOwner {
     /// Unchanged objects whose stored rows the next save checks
     /// (``ManagedObjectContext/detectConflicts(for:)``).
     var conflictChecks: [ObjectIdentifier: ManagedObject] = [:]
-    /// Edits that did not happen because a read they needed failed with a storage error,
-    /// asked for through setters that cannot throw: the next save throws the first of
-    /// them, until the property is set again, or a rollback or reset.
+    /// Edits asked for through setters that cannot throw and that did not happen (a read
+    /// they needed failed with a storage error, or a value cannot be stored): the next
+    /// save throws the first one's error, until the property is set again, or a rollback
+    /// or reset.
     private var failedEdits: [(object: ManagedObject, key: String, error: StrataError)] = []
     /// What changed since the last ``takeChangeEvent()`` (ObjectsDidChange).
     private var event = ChangeEvent()
@@ -342,7 +343,7 @@ final class ObjectGraph: ManagedObjectOwner {
         failedEdits.append((object, key, error))
     }
 
-    /// Throws the storage error of the first edit that could not happen (see
+    /// Throws the error of the first edit that could not happen (see
     /// ``editFailed(_:key:error:)``): a save must not go on without it.
     func throwIfEditsFailed() throws(StrataError) {
         if let failed = failedEdits.first { throw failed.error }

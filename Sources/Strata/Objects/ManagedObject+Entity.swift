@@ -79,15 +79,14 @@ extension ManagedObject {
         return relationshipValues[slot].objects
     }
 
-    /// A typed transformable write (`value` and its stored form `encoded`): a value that
-    /// cannot be encoded, or whose encoding does not decode back, is refused (recorded:
-    /// the next save fails with a type mismatch) instead of being stored as nil or as
-    /// bytes nothing can read.
-    func writeTransformable(at site: DeclarationSite, _ value: Any, encoded: AttributeValue?, type valueType: any (Codable & Sendable).Type) {
+    /// A typed transformable write: a value that cannot be encoded, or whose encoding does
+    /// not decode back, is refused (recorded: the next save fails with a type mismatch)
+    /// instead of being stored as nil or as bytes nothing can read. Nil stores nil.
+    func writeTransformable(at site: DeclarationSite, _ value: Any, type valueType: any (Codable & Sendable).Type) {
         guard let slot = attributeSlot(at: site) else { return }
         let attribute = entity.attributes[slot]
         editRecordingFailure(key: attribute.name) { () throws(StrataError) in
-            var checked = encoded
+            var checked: AttributeValue?
             if let unwrapped = Self.flattened(value) {
                 checked = try TransformableCoding.checkedValue(unwrapped, as: valueType) { detail throws(StrataError) in
                     throw StrataError.typeMismatch(

@@ -181,7 +181,7 @@ extension ManagedObject {
 
     /// Converts a Swift value for an attribute, refusing every silent coercion.
     func attributeValue(from value: Any?, for attribute: AttributeDescription) throws(StrataError) -> AttributeValue? {
-        guard let value = flattened(value) else { return nil }
+        guard let value = Self.flattened(value) else { return nil }
         func mismatch(_ detail: String = "") -> StrataError {
             .typeMismatch(
                 key: attribute.name, entity: entity.name, expected: attribute.type.swiftTypeName,
@@ -232,7 +232,7 @@ extension ManagedObject {
                 : relationship.isOrdered ? "[\(relationship.destinationEntityName)]" : "Set<\(relationship.destinationEntityName)>"
             return .typeMismatch(key: relationship.name, entity: entity.name, expected: expected, actual: actual)
         }
-        switch flattened(value) {
+        switch Self.flattened(value) {
         case nil:
             objects = []
         case let object as ManagedObject where !relationship.isToMany:
@@ -257,11 +257,6 @@ extension ManagedObject {
             }
         }
         return objects
-    }
-
-    /// Unwraps an `Optional` hidden inside `Any`.
-    private func flattened(_ value: Any?) -> Any? {
-        Self.flattened(value)
     }
 
     /// Unwraps an `Optional` hidden inside `Any`.
@@ -308,11 +303,16 @@ enum TransformableCoding {
     static func encode(_ value: Any, as type: any (Codable & Sendable).Type) -> Data? {
         func open<T: Codable & Sendable>(_: T.Type) -> Data? {
             guard let typed = value as? T else { return nil }
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            return try? encoder.encode(typed)
+            return try? makeEncoder().encode(typed)
         }
         return open(type)
+    }
+
+    /// A JSON encoder with sorted keys.
+    private static func makeEncoder() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return encoder
     }
 
     static func decode(_ type: any (Codable & Sendable).Type, from data: Data) throws -> Any {
@@ -333,11 +333,9 @@ enum TransformableCoding {
     ) throws(StrataError) -> AttributeValue {
         func open<T: Codable & Sendable>(_: T.Type) throws(StrataError) -> AttributeValue {
             guard let typed = value as? T else { try refuse("") }
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
             let data: Data
             do {
-                data = try encoder.encode(typed)
+                data = try makeEncoder().encode(typed)
             } catch {
                 try refuse(", which cannot be encoded: \(error)")
             }

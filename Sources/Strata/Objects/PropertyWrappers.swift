@@ -77,7 +77,7 @@ public struct Attribute<Value: AttributeStorable> {
         set {
             let site = object[keyPath: storageKeyPath].site
             if case .transformable(let type) = Value.attributeType {
-                object.writeTransformable(at: site, newValue, encoded: newValue.attributeValue, type: type)
+                object.writeTransformable(at: site, newValue, type: type)
             } else {
                 object.writeAttribute(at: site, newValue.attributeValue)
             }
