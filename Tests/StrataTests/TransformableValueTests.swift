@@ -114,4 +114,30 @@ struct TransformableValueTests {
         }
         #expect(read == ["3 true kept"])
     }
+
+    @Test("a refused value set before the object is in a context fails the save of the context it is inserted into; set again, it saves")
+    func refusedBeforeInsertion() async throws {
+        let directory = TemporaryDirectory()
+        let coordinator = try await Self.coordinator(in: directory.url)
+        let read = try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+            let refused = Gauge()
+            refused.level = Level(-1)
+            let overwritten = Gauge()
+            overwritten.level = Level(99)
+            overwritten.level = Level(4)   // set again before insertion: nothing to report
+            try context.insert(refused)
+            try context.insert(overwritten)
+            var failure: (any Error)?
+            do { try context.save() } catch { failure = error }
+            #expect(Self.isTypeMismatch(failure, key: "level"), "\(String(describing: failure))")
+            refused.level = Level(2)
+            let dropped = Gauge()
+            dropped.level = Level(50)
+            try context.insert(dropped)
+            try context.delete(dropped)   // deleted: its refused edit no longer matters
+            try context.save()
+            return try context.fetch(FetchRequest<Gauge>()).map(\.level.value).sorted()
+        }
+        #expect(read == [2, 4])
+    }
 }

@@ -112,8 +112,8 @@ final class ObjectGraph: ManagedObjectOwner {
     var conflictChecks: [ObjectIdentifier: ManagedObject] = [:]
     /// Edits asked for through setters that cannot throw and that did not happen (a read
     /// they needed failed with a storage error, or a value cannot be stored): the next
-    /// save throws the first one's error, until the property is set again, or a rollback
-    /// or reset.
+    /// save throws the first one's error, until the property is set again, the object is
+    /// deleted, or a rollback or reset.
     private var failedEdits: [(object: ManagedObject, key: String, error: StrataError)] = []
     /// What changed since the last ``takeChangeEvent()`` (ObjectsDidChange).
     private var event = ChangeEvent()
@@ -394,6 +394,11 @@ final class ObjectGraph: ManagedObjectOwner {
         }
         if entity !== object.entity { object.adopt(entity) }
         object.owner = self
+        if let rare = object.rare, !rare.failedEdits.isEmpty {
+            // Edits that failed before the object had a context fail its first save.
+            for (key, error) in rare.failedEdits { editFailed(object, key: key, error: error) }
+            rare.failedEdits = []
+        }
         object.insertedFlag = true
         object.deletedFlag = false
         inserted.append(object)
@@ -453,6 +458,7 @@ final class ObjectGraph: ManagedObjectOwner {
         // version it read, and delete rules, undo and notifications see its values. When
         // the store cannot be read, the delete fails with that (not a conflict at save).
         if !object.fulfilIfNeeded() { try object.throwIfStorageFailed() }
+        if !failedEdits.isEmpty { failedEdits.removeAll { $0.object === object } }   // edits of a deleted object no longer matter
         object.prepareForDeletion()
         event.record(object, in: .deleted)
         if object.isInserted {

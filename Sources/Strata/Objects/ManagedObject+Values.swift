@@ -105,17 +105,29 @@ extension ManagedObject {
     /// Runs `edit`, which a setter that cannot throw asked for: when it fails (a read it
     /// needs failed with a storage error, a value cannot be stored), nothing changes and
     /// the failure is recorded with the owner, whose next save then fails with it.
+    ///
+    /// An object in no context keeps the failure itself; the context it is inserted into
+    /// takes it over (``ObjectGraph/insert(_:)``).
     func editRecordingFailure(key: String, _ edit: () throws(StrataError) -> Void) {
         do {
             try edit()
         } catch {
-            owner?.editFailed(self, key: key, error: error)
+            if let owner {
+                owner.editFailed(self, key: key, error: error)
+            } else {
+                rareState.failedEdits.removeAll { $0.key == key }
+                rareState.failedEdits.append((key, error))
+            }
         }
     }
 
     /// Sets an attribute slot, recording the change; no-op when the value is unchanged.
     func writeAttribute(_ slot: Int, _ value: AttributeValue?) {
         guard attributeValues[slot] != value else { return }
+        if owner == nil, let rare, !rare.failedEdits.isEmpty {
+            let name = entity.attributes[slot].name
+            rare.failedEdits.removeAll { $0.key == name }   // set again: the failed edit no longer matters
+        }
         owner?.objectWillChange(self, key: entity.attributes[slot].name)
         attributeValues[slot] = value
         isModified = true

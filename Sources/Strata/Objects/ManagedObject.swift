@@ -62,7 +62,24 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// destinations) failed, when the store could not be read (an I/O error, a full
     /// reader table, a terminal store): the object stays a fault, and accessors report
     /// this instead of an inaccessible fault. Nil once a read succeeds.
-    var faultFailure: StrataError?
+    var faultFailure: StrataError? {
+        get { rare?.faultFailure }
+        set {
+            guard newValue != nil || rare != nil else { return }
+            rareState.faultFailure = newValue
+        }
+    }
+    /// State few objects ever have (a storage failure, an edit that did not happen), in a
+    /// side allocation: one word per object instead of an optional error's 72 bytes each
+    /// (DESIGN.md, "Object layout and cost").
+    var rare: RareObjectState?
+    /// ``rare``, made when needed.
+    var rareState: RareObjectState {
+        if let rare { return rare }
+        let made = RareObjectState()
+        rare = made
+        return made
+    }
     /// Whether a property was set since the last save (persistent or transient).
     var isModified = false
     var insertedFlag = false
@@ -217,6 +234,16 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 }
 
 /// The values of an object as last fetched or saved.
+/// What an object rarely needs to remember (see ``ManagedObject/rare``).
+final class RareObjectState {
+    /// See ``ManagedObject/faultFailure``.
+    var faultFailure: StrataError?
+    /// Edits asked for through setters that cannot throw and that did not happen while
+    /// the object was in no context (a value that cannot be stored): its context takes
+    /// them over when the object is inserted, and its next save fails with the first.
+    var failedEdits: [(key: String, error: StrataError)] = []
+}
+
 struct CommittedState {
     var attributes: [AttributeValue?]
     var relationships: [RelationshipStorage]
