@@ -6,7 +6,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DOCS := .build/docs
 SYMBOLS := $(DOCS)/symbol-graphs
 
-.PHONY: all deps bench-deps run test faults tsan stress reliability bench bench-quick bench-build bench-suite bench-ratios docs fuzz clean
+.PHONY: all deps bench-deps run test faults tsan stress reliability bench bench-quick bench-build bench-suite bench-ratios profile docs fuzz clean
 
 all: test
 
@@ -115,6 +115,16 @@ bench-suite: bench-deps
 ## StrataLMDB against raw liblmdb in one process, printed as ratios.
 bench-ratios: deps
 	cd Benchmarks && $(SWIFT) run -c release lmdb-ratios
+
+## Instructions per object of the import and fetch paths (Strata and raw liblmdb), counted by
+## valgrind's callgrind on a release build of strata-profile (Scripts/profile.sh): repeatable,
+## unlike times on a loaded machine. PROFILE_OBJECTS sets N (each workload runs at N and 2N).
+PROFILE_OBJECTS ?= 5000
+profile: deps
+	@command -v valgrind >/dev/null 2>&1 || { echo "Installing valgrind with apt-get..."; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends valgrind; }
+	$(SWIFT) build -c release --product strata-profile
+	Scripts/profile.sh "$$($(SWIFT) build -c release --show-bin-path)/strata-profile" $(PROFILE_OBJECTS) .build-profile
 
 ## DocC: the Strata catalog (Docs.docc) and the StrataLMDB reference, built offline.
 ## Strata@Swift.symbols.json and the like hold what Strata declares on other modules'

@@ -11,6 +11,8 @@ let package = Package(
         .executable(name: "strata", targets: ["StrataCLI"]),
         // The reliability suite's long runs and crash workers (`make reliability`).
         .executable(name: "strata-reliability", targets: ["StrataReliabilityTool"]),
+        // Synchronous workloads whose instructions `make profile` counts under callgrind.
+        .executable(name: "strata-profile", targets: ["StrataProfile"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -48,6 +50,8 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // `make profile`: import and fetch workloads, through Strata and raw liblmdb, counted by callgrind.
+        .executableTarget(name: "StrataProfile", dependencies: ["Strata", "CLMDB", "StrataTesting"]),
         .executableTarget(
             name: "StrataCLI",
             dependencies: [

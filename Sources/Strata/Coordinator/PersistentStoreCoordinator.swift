@@ -77,6 +77,18 @@ public actor PersistentStoreCoordinator {
         type: PersistentStore.StoreType = .lmdb, configuration: String? = nil, at url: URL? = nil,
         options: PersistentStore.Options = .init()
     ) throws(StrataError) -> PersistentStore {
+        try addPersistentStoreSynchronously(type: type, configuration: configuration, at: url, options: options)
+    }
+
+    /// ``addPersistentStore(type:configuration:at:options:)`` on the calling thread, for
+    /// synchronous programs of this package (the `strata-profile` harness, which runs
+    /// under valgrind, where the hop to the coordinator's queue hangs). It opens the
+    /// store's files on the calling thread: never call it from Swift's cooperative pool.
+    @discardableResult
+    package nonisolated func addPersistentStoreSynchronously(
+        type: PersistentStore.StoreType = .lmdb, configuration: String? = nil, at url: URL? = nil,
+        options: PersistentStore.Options = .init()
+    ) throws(StrataError) -> PersistentStore {
         if type == .lmdb, let url {
             let path = url.standardizedFileURL.path
             if let added = registry.withLock({ $0.first { $0.url?.standardizedFileURL.path == path } }) {

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# make profile: instructions per object of the import and fetch paths, counted by valgrind's
+# callgrind (repeatable on a loaded machine, unlike times). Each workload of strata-profile
+# runs at N and 2N objects; (I(2N) - I(N)) / N is the cost of one more object, with process
+# start, store opening and the other fixed costs cancelled out.
+#
+#   Scripts/profile.sh BINARY N WORKDIR
+#
+# valgrind 3.19 rejects Swift 6.3's debug info, so the binary is stripped of it first.
+set -euo pipefail
+binary=$1 n=$2 work=$3
+rm -rf "$work" && mkdir -p "$work"
+objcopy --strip-debug "$binary" "$work/strata-profile"
+tool="$work/strata-profile"
+
+# instructions COMMAND ARGS...: the total instruction count of one run under callgrind.
+instructions() {
+    local out="$work/callgrind.$RANDOM"
+    valgrind --tool=callgrind --callgrind-out-file="$out" "$tool" "$@" >/dev/null 2>"$out.log" \
+        || { cat "$out.log" >&2; exit 1; }
+    sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$out.log"
+}
+
+# report LABEL I(N) I(2N): prints the two counts and the instructions per object.
+report() {
+    local label=$1 small=$2 large=$3
+    printf '%-34s %12s %12s %10d\n' "$label" "$small" "$large" $(( (large - small) / n ))
+}
+
+printf '%-34s %12s %12s %10s\n' "workload (N=$n)" "I(N)" "I(2N)" "per object"
+for size in "$n" "$((2 * n))"; do
+    "$tool" import "$size" "$work/strata-$size" >/dev/null
+    "$tool" raw-import "$size" "$work/raw-$size" >/dev/null
+done
+report "Strata import, one save" "$(instructions import "$n" "$work/import-a")" "$(instructions import "$((2 * n))" "$work/import-b")"
+report "raw liblmdb import" "$(instructions raw-import "$n" "$work/raw-import-a")" "$(instructions raw-import "$((2 * n))" "$work/raw-import-b")"
+report "Strata fetch, realised, all read" "$(instructions fetch "$work/strata-$n")" "$(instructions fetch "$work/strata-$((2 * n))")"
+report "Strata faults, batch 1000, walked" "$(instructions faults "$work/strata-$n")" "$(instructions faults "$work/strata-$((2 * n))")"
+report "raw liblmdb fetch, all read" "$(instructions raw-fetch "$work/raw-$n")" "$(instructions raw-fetch "$work/raw-$((2 * n))")"

@@ -1,0 +1,202 @@
+// strata-profile: the synchronous workloads `make profile` counts instructions of under
+// valgrind's callgrind (Scripts/profile.sh). Each command does one thing to a store in
+// DIRECTORY and prints what it did; the script runs a command at two sizes and divides
+// the difference by the extra objects, so that process start, store opening and every
+// other fixed cost cancel out.
+//
+//   strata-profile import N DIRECTORY        N objects through a context, one save
+//   strata-profile raw-import N DIRECTORY    the same rows and index entries through liblmdb
+//   strata-profile fetch DIRECTORY           every object, fully realised, every attribute read
+//   strata-profile faults DIRECTORY          every object as faults, fetchBatchSize 1000, walked
+//   strata-profile raw-fetch DIRECTORY       every row decoded through liblmdb, every field read
+//
+// Everything runs on the main thread, synchronously: valgrind serialises threads, and
+// an `await` on another executor stalled it (see the Performance article).
+import CLMDB
+import Foundation
+import Strata
+import StrataTesting
+
+/// The benchmark entity of `make bench` (Benchmarks/, `Item`): four attributes, `rank`
+/// indexed.
+final class Item: ManagedObject {
+    @Attribute(indexed: true) var rank: Int64 = 0
+    @Attribute var name: String = ""
+    @Attribute var score: Double = 0
+    @Attribute var created: Date = Date(timeIntervalSince1970: 0)
+}
+
+/// One object's values, as the bench's `Dataset` makes them: ranks a seeded permutation,
+/// names of 16 to 24 ASCII letters.
+struct Record {
+    var rank: Int64
+    var name: String
+    var score: Double
+    var created: Date
+
+    static func make(count: Int) -> [Record] {
+        var random = SeededRandomNumberGenerator(seed: 0x57A7A_BE4C)
+        var ranks = Array(Int64(0)..<Int64(count))
+        ranks.shuffle(using: &random)
+        let letters = Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8)
+        return ranks.map { rank in
+            let length = Int.random(in: 16...24, using: &random)
+            let name = String(decoding: (0..<length).map { _ in letters[Int.random(in: 0..<letters.count, using: &random)] }, as: UTF8.self)
+            return Record(
+                rank: rank, name: name, score: Double.random(in: 0..<1_000_000, using: &random),
+                created: Date(timeIntervalSince1970: Double(1_600_000_000_000 + Int64.random(in: 0..<100_000_000_000, using: &random)) / 1000))
+        }
+    }
+
+    var checksum: Int64 {
+        rank &+ Int64(name.utf8.count) &* 1_000_003 &+ Int64(bitPattern: score.bitPattern >> 11)
+            &+ Int64(created.timeIntervalSince1970 * 1000)
+    }
+}
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("strata-profile: \(message)\n".utf8))
+    exit(2)
+}
+
+// MARK: Strata
+
+func openStrata(_ directory: String) throws -> PersistentStoreCoordinator {
+    let coordinator = PersistentStoreCoordinator(managedObjectModel: try ManagedObjectModel(types: [Item.self]))
+    var options = PersistentStore.Options()
+    options.mapSize = 1 << 30
+    options.durability = .noSync
+    try coordinator.addPersistentStoreSynchronously(type: .lmdb, at: URL(fileURLWithPath: directory, isDirectory: true), options: options)
+    return coordinator
+}
+
+func strataImport(_ records: [Record], into directory: String) throws {
+    let context = ManagedObjectContext(.privateQueue, coordinator: try openStrata(directory))
+    try context.performAndWait { context in
+        context.notificationCenter = nil
+        for record in records {
+            let item = Item()
+            item.rank = record.rank
+            item.name = record.name
+            item.score = record.score
+            item.created = record.created
+            try context.insert(item)
+        }
+        try context.save()
+    }
+    print("imported \(records.count) objects")
+}
+
+func strataFetch(_ directory: String, batchSize: Int) throws {
+    let context = ManagedObjectContext(.privateQueue, coordinator: try openStrata(directory))
+    let (count, checksum) = try context.performAndWait { context in
+        var request = FetchRequest<Item>()
+        if batchSize > 0 { request.fetchBatchSize = batchSize } else { request.returnsObjectsAsFaults = false }
+        let items = try context.fetch(request)
+        var checksum: Int64 = 0
+        for item in items {
+            checksum &+= Record(rank: item.rank, name: item.name, score: item.score, created: item.created).checksum
+        }
+        return (items.count, checksum)
+    }
+    print("fetched \(count) objects, checksum \(checksum)")
+}
+
+// MARK: Raw liblmdb (the layout of Benchmarks' RawStore: a row per id, an index entry per rank)
+
+struct RawStore {
+    var environment: OpaquePointer
+    var rows = MDB_dbi()
+    var index = MDB_dbi()
+
+    init(_ directory: String) {
+        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        var env: OpaquePointer?
+        guard mdb_env_create(&env) == MDB_SUCCESS, let env else { fail("mdb_env_create") }
+        environment = env
+        mdb_env_set_mapsize(env, 1 << 30)
+        mdb_env_set_maxdbs(env, 4)
+        guard mdb_env_open(env, directory, UInt32(MDB_NOTLS | MDB_NOSYNC), 0o644) == MDB_SUCCESS else { fail("mdb_env_open") }
+        var txn: OpaquePointer?
+        mdb_txn_begin(env, nil, 0, &txn)
+        mdb_dbi_open(txn, "items", UInt32(MDB_CREATE), &rows)
+        mdb_dbi_open(txn, "items.rank", UInt32(MDB_CREATE), &index)
+        mdb_txn_commit(txn)
+    }
+
+    func insert(_ records: [Record]) {
+        var txn: OpaquePointer?
+        mdb_txn_begin(environment, nil, 0, &txn)
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(64)
+        for (offset, record) in records.enumerated() {
+            buffer.removeAll(keepingCapacity: true)
+            withUnsafeBytes(of: record.rank.littleEndian) { buffer.append(contentsOf: $0) }
+            withUnsafeBytes(of: record.score.bitPattern.littleEndian) { buffer.append(contentsOf: $0) }
+            withUnsafeBytes(of: record.created.timeIntervalSince1970.bitPattern.littleEndian) { buffer.append(contentsOf: $0) }
+            buffer.append(contentsOf: record.name.utf8)
+            var id = UInt64(offset + 1).bigEndian
+            withUnsafeMutableBytes(of: &id) { key in
+                buffer.withUnsafeMutableBytes { value in
+                    var k = MDB_val(mv_size: 8, mv_data: key.baseAddress), v = MDB_val(mv_size: value.count, mv_data: value.baseAddress)
+                    if mdb_put(txn, rows, &k, &v, 0) != MDB_SUCCESS { fail("mdb_put row") }
+                }
+            }
+            var rankKey = ((UInt64(bitPattern: record.rank) ^ (1 << 63)).bigEndian, UInt64(offset + 1).bigEndian)
+            withUnsafeMutableBytes(of: &rankKey) { key in
+                var k = MDB_val(mv_size: 16, mv_data: key.baseAddress), v = MDB_val(mv_size: 0, mv_data: nil)
+                if mdb_put(txn, index, &k, &v, 0) != MDB_SUCCESS { fail("mdb_put index") }
+            }
+        }
+        if mdb_txn_commit(txn) != MDB_SUCCESS { fail("mdb_txn_commit") }
+        print("imported \(records.count) rows")
+    }
+
+    func fetch() {
+        var txn: OpaquePointer?
+        mdb_txn_begin(environment, nil, UInt32(MDB_RDONLY), &txn)
+        var cursor: OpaquePointer?
+        mdb_cursor_open(txn, rows, &cursor)
+        var records: [Record] = []
+        var k = MDB_val(), v = MDB_val()
+        var rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST)
+        while rc == MDB_SUCCESS {
+            let bytes = UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size)
+            records.append(Record(
+                rank: Int64(littleEndian: bytes.loadUnaligned(fromByteOffset: 0, as: Int64.self)),
+                name: String(decoding: bytes[24...], as: UTF8.self),
+                score: Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self))),
+                created: Date(timeIntervalSince1970: Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 16, as: UInt64.self))))))
+            rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)
+        }
+        mdb_cursor_close(cursor)
+        mdb_txn_abort(txn)
+        var checksum: Int64 = 0
+        for record in records { checksum &+= record.checksum }
+        print("fetched \(records.count) rows, checksum \(checksum)")
+    }
+}
+
+// MARK: Command line
+
+let arguments = CommandLine.arguments.dropFirst()
+guard let command = arguments.first else { fail("usage: strata-profile import|raw-import N DIRECTORY, or fetch|faults|raw-fetch DIRECTORY") }
+do {
+    switch (command, arguments.count) {
+    case ("import", 3), ("raw-import", 3):
+        let rest = Array(arguments.dropFirst())
+        guard let count = Int(rest[0]), count > 0 else { fail("N must be a positive number") }
+        let records = Record.make(count: count)
+        if command == "import" { try strataImport(records, into: rest[1]) } else { RawStore(rest[1]).insert(records) }
+    case ("fetch", 2):
+        try strataFetch(arguments.last!, batchSize: 0)
+    case ("faults", 2):
+        try strataFetch(arguments.last!, batchSize: 1000)
+    case ("raw-fetch", 2):
+        RawStore(arguments.last!).fetch()
+    default:
+        fail("unknown command or wrong arguments: \(arguments.joined(separator: " "))")
+    }
+} catch {
+    fail("\(error)")
+}
