@@ -7,19 +7,19 @@ import StrataTesting
 /// the object layer and the store agree on slots, relationships and versions.
 @Suite struct ObjectStoreRoundTripTests {
     /// An object store for one "context" that reads a ``StoreFile``.
-    final class StoreOwner: ManagedObjectOwner {
+    final class StoreOwner: ObjectOwner {
         let file: StoreFile
         var registered: [ManagedObjectID: ManagedObject] = [:]
         init(file: StoreFile) { self.file = file }
 
-        func snapshotForFault(of object: ManagedObject) throws(StrataError) -> ObjectSnapshot {
+        override func snapshotForFault(of object: ManagedObject) throws(StrataError) -> ObjectSnapshot {
             let found: ObjectSnapshot?
             do { found = try file.read { reader in try reader.snapshot(of: object.objectID) } } catch { throw error as? StrataError ?? .inaccessibleFault(object.objectID) }
             guard let found else { throw .inaccessibleFault(object.objectID) }
             return found
         }
 
-        func object(for id: ManagedObjectID) -> ManagedObject {
+        override func object(for id: ManagedObjectID) -> ManagedObject {
             if let known = registered[id] { return known }
             let entity = file.model.entitiesByName[id.entityName]!
             let object = entity.managedObjectClass.init(entity: entity)
@@ -28,13 +28,13 @@ import StrataTesting
             return object
         }
 
-        func destinations(of object: ManagedObject, relationship: RelationshipDescription) throws(StrataError) -> [ManagedObjectID] {
+        override func destinations(of object: ManagedObject, relationship: RelationshipDescription) throws(StrataError) -> [ManagedObjectID] {
             do { return try file.read { reader in try reader.destinations(of: object.objectID, relationship: relationship.name) } } catch { throw error as? StrataError ?? .inaccessibleFault(object.objectID) }
         }
 
-        func objectWillChange(_ object: ManagedObject, key: String) {}
-        func editFailed(_ object: ManagedObject, key: String, error: StrataError) {}
-        func handleInaccessibleFault(_ object: ManagedObject, property: String?, error: StrataError) -> Bool { true }
+        override func objectWillChange(_ object: ManagedObject, key: String) {}
+        override func editFailed(_ object: ManagedObject, key: String, error: StrataError) {}
+        override func handleInaccessibleFault(_ object: ManagedObject, property: String?, error: StrataError) -> Bool { true }
 
         /// Saves `objects` (new or changed) in one write transaction, as a context will.
         func save(_ objects: [ManagedObject]) throws {

@@ -47,13 +47,12 @@ struct ObjectChange: Sendable {
     /// The changes of `object` since it was last read or saved.
     init(of object: ManagedObject) {
         objectID = object.objectID
-        let committed = object.committed
         for (slot, attribute) in object.entity.attributes.enumerated() where !attribute.isTransient {
-            let value = object.attributeValues[slot]
-            if value != committed?.attributes[slot] ?? nil { attributes[slot] = value }
+            let value = object.attributeValue(at: slot)
+            if value != object.committedAttribute(at: slot) { attributes[slot] = value }
         }
         for (slot, relationship) in object.entity.relationships.enumerated() where object.relationshipChanged(slot) {
-            switch object.relationshipValues[slot] {
+            switch object.relationshipStorage(at: slot) {
             case .notLoaded:
                 continue
             case .toOne(let destination):
@@ -62,7 +61,7 @@ struct ObjectChange: Sendable {
                 ordered[slot] = storage.objects.map(\.objectID)
             case .toMany(let storage):
                 let old: [ManagedObject]
-                if case .toMany(let oldStorage)? = committed?.relationships[slot] { old = oldStorage.objects } else { old = [] }
+                if case .toMany(let oldStorage)? = object.committedRelationship(at: slot) { old = oldStorage.objects } else { old = [] }
                 let before = Set(old.map(ObjectIdentifier.init))
                 added[slot] = storage.objects.filter { !before.contains(ObjectIdentifier($0)) }.map(\.objectID)
                 removed[slot] = old.filter { !storage.contains($0) }.map(\.objectID)

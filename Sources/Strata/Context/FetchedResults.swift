@@ -52,8 +52,6 @@ public final class FetchedResults<Result: ManagedObject>: RandomAccessCollection
     private let prefetching: [String]
     /// The batch materialised last, held strongly.
     private var current: (number: Int, objects: [Result])?
-    /// Objects materialised since released registrations were last swept out.
-    private var materialisedSinceSweep = 0
 
     init(objectIDs: [ManagedObjectID], unsaved: [Int: Result], batchSize: Int, prefetching: [String], graph: ObjectGraph) {
         self.objectIDs = objectIDs
@@ -101,12 +99,6 @@ public final class FetchedResults<Result: ManagedObject>: RandomAccessCollection
         // A failed read leaves faults, which report the failure when they fire.
         try? graph.fulfilFaults(plain)
         if !prefetching.isEmpty { try? graph.prefetch(prefetching, for: plain) }
-        materialisedSinceSweep += objects.count
-        let (fourBatches, overflow) = fetchBatchSize.multipliedReportingOverflow(by: 4)
-        if materialisedSinceSweep >= Swift.max(4096, overflow ? .max : fourBatches) {
-            materialisedSinceSweep = 0
-            graph.dropReleasedRegistrations()
-        }
         return objects
     }
 }

@@ -168,11 +168,11 @@ extension ObjectGraph {
         // To-many relationships not loaded yet: their links, all in one read.
         var unloaded: [(object: ManagedObject, slot: Int)] = []
         for source in sources where source.faultState == .fulfilled {
-            guard let slot = source.entity.relationshipSlots[name] else { continue }
-            if case .notLoaded = source.relationshipValues[slot] {
+            guard let slot = source.entity.relationshipSlot(named: name) else { continue }
+            if case .notLoaded = source.relationshipStorage(at: slot) {
                 if mayReadUpstream(source.objectID) { unloaded.append((source, slot)) }
             } else {
-                source.relationshipValues[slot].objects.forEach(collect)
+                source.relationshipStorage(at: slot).objects.forEach(collect)
             }
         }
         var rowSlot: Int?
@@ -189,13 +189,10 @@ extension ObjectGraph {
             if rowSlot != nil, let id = row?.objectID { owners.append(id) }
             let links = try upstreamDestinations(of: owners, relationship: name)
             for (source, slot) in unloaded {
-                guard let ids = links[source.objectID], case .notLoaded = source.relationshipValues[slot] else { continue }
+                guard let ids = links[source.objectID], case .notLoaded = source.relationshipStorage(at: slot) else { continue }
                 let relationship = source.entity.relationships[slot]
-                let storage = RelationshipStorage.toMany(
-                    ToManyStorage(isOrdered: relationship.isOrdered, objects: ids.map { object(for: $0) }))
-                source.relationshipValues[slot] = storage
-                // Loading is not a change: the committed value is what was loaded.
-                source.committed?.relationships[slot] = storage
+                let storage = ToManyStorage(isOrdered: relationship.isOrdered, objects: ids.map { object(for: $0) })
+                source.setLoadedRelationship(storage, at: slot)
                 storage.objects.forEach(collect)
             }
             if let slot = rowSlot, let id = row?.objectID, let ids = links[id] {

@@ -32,8 +32,8 @@ extension ObjectGraph {
     /// (they are gone for the child even before this context's delete rules ran).
     private func snapshotForChild(of object: ManagedObject) -> ObjectSnapshot {
         var snapshot = object.makeSnapshot()
-        for (slot, storage) in object.relationshipValues.enumerated() {
-            switch storage {
+        for slot in object.entity.relationships.indices {
+            switch object.relationshipStorage(at: slot) {
             case .toOne(let destination?) where destination.isDeleted:
                 snapshot.relationships[slot] = .toOne(nil)
             case .toMany(let destinations) where destinations.objects.contains(where: \.isDeleted):
@@ -70,8 +70,8 @@ extension ObjectGraph {
         for id in owners {
             let object = registeredObject(for: id)
             if let object, object.isDeleted { found[id] = []; continue }
-            if let object, object.faultState == .fulfilled, let slot = object.entity.relationshipSlots[relationship] {
-                switch object.relationshipValues[slot] {
+            if let object, object.faultState == .fulfilled, let slot = object.entity.relationshipSlot(named: relationship) {
+                switch object.relationshipStorage(at: slot) {
                 case .toMany(let storage):
                     found[id] = storage.objects.filter { !$0.isDeleted }.map(\.objectID)
                     continue
@@ -176,16 +176,17 @@ extension ObjectGraph {
         // Values after every new object exists, so relationships among them resolve.
         for (object, snapshot) in newObjects {
             for (slot, attribute) in object.entity.attributes.enumerated() where !attribute.isTransient {
-                object.attributeValues[slot] = slot < snapshot.attributes.count ? snapshot.attributes[slot] : nil
+                object.storeAttribute(slot < snapshot.attributes.count ? snapshot.attributes[slot] : nil, at: slot)
             }
             for (slot, relationship) in object.entity.relationships.enumerated() {
                 let value = slot < snapshot.relationships.count ? snapshot.relationships[slot] : .notLoaded
                 switch value {
-                case .toOne(let id): object.relationshipValues[slot] = .toOne(id.map(self.object(for:)))
+                case .toOne(let id): object.storeRelationship(.toOne(id.map(self.object(for:))), at: slot)
                 case .toMany(let ids):
-                    object.relationshipValues[slot] = .toMany(ToManyStorage(isOrdered: relationship.isOrdered, objects: ids.map(self.object(for:))))
+                    object.storeRelationship(
+                        .toMany(ToManyStorage(isOrdered: relationship.isOrdered, objects: ids.map(self.object(for:)))), at: slot)
                 case .notLoaded:
-                    object.relationshipValues[slot] = .toMany(ToManyStorage(isOrdered: relationship.isOrdered))
+                    object.storeRelationship(.toMany(ToManyStorage(isOrdered: relationship.isOrdered)), at: slot)
                 }
             }
             object.isModified = true
@@ -235,7 +236,7 @@ extension ObjectGraph {
         let attributes = change.map { Array($0.attributes.keys) } ?? Array(entity.attributes.indices)
         for slot in attributes where slot < entity.attributes.count && !entity.attributes[slot].isTransient {
             guard slot < base.attributes.count else { return false }
-            if base.attributes[slot] != object.attributeValues[slot] { return false }
+            if base.attributes[slot] != object.attributeValue(at: slot) { return false }
         }
         let relationships = change.map { Array($0.toOne.keys) + Array($0.ordered.keys) } ?? Array(entity.relationships.indices)
         for slot in relationships where slot < entity.relationships.count {
@@ -251,7 +252,7 @@ extension ObjectGraph {
                 return false   // the row is gone
             }
             // Members deleted here are gone for the child (it reads without them).
-            let held = object.relationshipValues[slot].objects.filter { !$0.isDeleted }.map(\.objectID)
+            let held = object.relationshipStorage(at: slot).objects.filter { !$0.isDeleted }.map(\.objectID)
             let ordered = !entity.relationships[slot].isToMany || entity.relationships[slot].isOrdered
             if ordered ? read.map(canonicalID) != held.map(canonicalID) : Set(read.map(canonicalID)) != Set(held.map(canonicalID)) {
                 return false
@@ -272,24 +273,24 @@ extension ObjectGraph {
     private func apply(_ change: ObjectChange, to object: ManagedObject) {
         let entity = object.entity
         for (slot, value) in change.attributes where slot < entity.attributes.count {
-            objectWillChange(object, key: entity.attributes[slot].name)
-            object.attributeValues[slot] = value
+            object.prepareChange(key: entity.attributes[slot].name)
+            object.storeAttribute(value, at: slot)
         }
         for (slot, id) in change.toOne where slot < entity.relationships.count {
-            objectWillChange(object, key: entity.relationships[slot].name)
-            object.relationshipValues[slot] = .toOne(id.map(self.object(for:)))
+            object.prepareChange(key: entity.relationships[slot].name)
+            object.storeRelationship(.toOne(id.map(self.object(for:))), at: slot)
         }
         for (slot, ids) in change.ordered where slot < entity.relationships.count {
-            objectWillChange(object, key: entity.relationships[slot].name)
-            object.relationshipValues[slot] = .toMany(ToManyStorage(isOrdered: true, objects: ids.map(self.object(for:))))
+            object.prepareChange(key: entity.relationships[slot].name)
+            object.storeRelationship(.toMany(ToManyStorage(isOrdered: true, objects: ids.map(self.object(for:)))), at: slot)
         }
         for slot in Set(change.added.keys).union(change.removed.keys) where slot < entity.relationships.count {
-            guard object.loadRelationshipIfNeeded(slot), case .toMany(var storage) = object.relationshipValues[slot] else { continue }
-            objectWillChange(object, key: entity.relationships[slot].name)
-            object.relationshipValues[slot] = .notLoaded  // so the changes below do not copy
+            guard object.loadRelationshipIfNeeded(slot), case .toMany(var storage) = object.relationshipStorage(at: slot) else { continue }
+            object.prepareChange(key: entity.relationships[slot].name)
+            object.storeRelationship(.notLoaded, at: slot)  // so the changes below do not copy
             for id in change.removed[slot] ?? [] { _ = storage.remove(self.object(for: id)) }
             for id in change.added[slot] ?? [] { _ = storage.insert(self.object(for: id)) }
-            object.relationshipValues[slot] = .toMany(storage)
+            object.storeRelationship(.toMany(storage), at: slot)
         }
         object.isModified = true
     }

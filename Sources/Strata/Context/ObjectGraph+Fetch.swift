@@ -179,11 +179,11 @@ extension ObjectGraph {
         var result: [String: any Sendable] = [:]
         for name in names {
             guard object.fulfilIfNeeded(property: name) else { throw object.inaccessibleError }
-            if let slot = object.entity.attributeSlots[name] {
-                if let value = object.attributeValues[slot] { result[name] = value.sendableValue }
-            } else if let slot = object.entity.relationshipSlots[name] {
+            if let slot = object.entity.attributeSlot(named: name) {
+                if let value = object.attributeValue(at: slot) { result[name] = value.sendableValue }
+            } else if let slot = object.entity.relationshipSlot(named: name) {
                 guard object.loadRelationshipIfNeeded(slot) else { throw object.inaccessibleError }
-                let ids = object.relationshipValues[slot].objects.map(\.objectID)
+                let ids = object.relationshipStorage(at: slot).objects.map(\.objectID)
                 if object.entity.relationships[slot].isToMany {
                     result[name] = ids
                 } else if let id = ids.first {

@@ -173,7 +173,7 @@ extension ObjectGraph {
     private func adoptNewDestinations() throws {
         for object in inserted + updated {
             for slot in object.entity.relationships.indices {
-                let storage = object.relationshipValues[slot]
+                let storage = object.relationshipStorage(at: slot)
                 if case .notLoaded = storage { continue }
                 for destination in storage.objects where destination.owner == nil && destination.objectID.isTemporaryID {
                     try insert(destination)
@@ -188,7 +188,7 @@ extension ObjectGraph {
         for object in objects {
             guard let store = stores[ObjectIdentifier(object)] else { continue }
             for slot in object.entity.relationships.indices {
-                for destination in object.relationshipValues[slot].objects where !destination.isDeleted {
+                for destination in object.relationshipStorage(at: slot).objects where !destination.isDeleted {
                     if destination.owner !== self {
                         throw StrataError.invalidObjectState(
                             destination.objectID, reason: "\(object.entity.name).\(object.entity.relationships[slot].name) refers to it, but it is in another context (or none)")

@@ -5,8 +5,8 @@ import Foundation
 ///
 /// A plain, non-`Sendable` class owned by its ``ManagedObjectContext`` actor: it lives
 /// in the context's isolation region together with the context's objects, so objects
-/// call it synchronously (it is their ``ManagedObjectOwner``) with no lock and no hop.
-final class ObjectGraph: ManagedObjectOwner {
+/// call it synchronously (it is their ``ObjectOwner``) with no lock and no hop.
+final class ObjectGraph: ObjectOwner {
     /// Where rows come from and saves go, shared with the context (which may be given a
     /// coordinator or a parent after it is made).
     private let lineageSlot: LockedValue<ContextLineage>
@@ -78,7 +78,10 @@ final class ObjectGraph: ManagedObjectOwner {
     /// Whether every registered object is held strongly (otherwise only objects with
     /// changes are, and the rest go when nothing else holds them).
     var retainsRegisteredObjects = false {
-        didSet { rebalance() }
+        didSet {
+            guard retainsRegisteredObjects != oldValue else { return }
+            retained = retainsRegisteredObjects ? Dictionary(identities.objects.map { (ObjectIdentifier($0), $0) }) { first, _ in first } : [:]
+        }
     }
     /// Whether an object whose row is gone becomes a deleted object (true) or stays
     /// inaccessible and throws at the access point (false).
@@ -90,10 +93,10 @@ final class ObjectGraph: ManagedObjectOwner {
     /// (``processPendingChanges()``) rather than only at save.
     var propagatesDeletesAtEndOfEvent = true
 
-    /// Registered objects by ID.
-    private var table: [ManagedObjectID: Registration] = [:]
-    /// See ``register(_:)``.
-    private var pruningThreshold = ObjectGraph.minimumPruningThreshold
+    /// Registered objects by identity (held unowned: see ``IdentityMap``).
+    private var identities = IdentityMap()
+    /// Every registered object, while ``retainsRegisteredObjects`` holds them.
+    private var retained: [ObjectIdentifier: ManagedObject] = [:]
     /// Inserted objects, in insertion order.
     private(set) var inserted: [ManagedObject] = []
     /// Deleted objects, in deletion order.
@@ -128,16 +131,15 @@ final class ObjectGraph: ManagedObjectOwner {
     /// Generations that outlived the age policy since the context last announced them.
     var expiredGenerations: [ExpiredGeneration] = []
 
-    private struct Registration {
-        weak var weakObject: ManagedObject?
-        var strongObject: ManagedObject?
-        var object: ManagedObject? { strongObject ?? weakObject }
-    }
-
     init(lineage: LockedValue<ContextLineage>, family: ContextFamily, children: WeakContexts) {
         lineageSlot = lineage
         ownFamily = family
         self.children = children
+    }
+
+    deinit {
+        // Objects that outlive their context keep no owner (and do not call back).
+        for object in identities.objects { object.owner = nil }
     }
 
     /// A graph on `coordinator` alone (no context around it).
@@ -155,110 +157,81 @@ final class ObjectGraph: ManagedObjectOwner {
 
     /// The registered object for `id`, if any.
     func registeredObject(for id: ManagedObjectID) -> ManagedObject? {
-        if let registration = table[id] {
-            if let object = registration.object { return object }
-            table[id] = nil  // released
-        }
+        if let object = identities[ObjectIdentityKey(id)] { return object }
         adoptPermanentIDsIfNeeded()
-        if let object = table[id]?.object { return object }
+        if let object = identities[ObjectIdentityKey(id)] { return object }
         // An ID this context knows by its other name: the permanent ID of an object it
-        // still has under its temporary one (adopted above unless the table dropped it),
-        // or the temporary ID of an object that has its permanent one by now.
+        // still has under its temporary one (adopted above unless it was not registered
+        // then), or the temporary ID of an object that has its permanent one by now.
         if id.isTemporaryID {
-            if let permanent = family.permanentID(for: id), let object = table[permanent]?.object { return object }
-        } else if let temporary = family.temporaryID(for: id), let object = table[temporary]?.object {
+            if let permanent = family.permanentID(for: id), let object = identities[ObjectIdentityKey(permanent)] { return object }
+        } else if let temporary = family.temporaryID(for: id), let object = identities[ObjectIdentityKey(temporary)] {
             reregister(object, as: id)
             return object
         }
         return nil
     }
 
+    /// The object registered for the row `primaryKey` of `entity` in the store numbered
+    /// `store`: the fetch path's lookup, with no ID made.
+    func registeredObject(store: UInt32, entity: EntityDescription, primaryKey: UInt64) -> ManagedObject? {
+        identities[ObjectIdentityKey(store: store, entity: entity.nameNumber, primaryKey: primaryKey)]
+    }
+
     /// Moves registered objects with temporary IDs to the permanent IDs the family
     /// learnt since the last call (a root save, `obtainPermanentIDs` elsewhere in the
     /// tree). One atomic load when nothing is new.
-    func adoptPermanentIDsIfNeeded() {
+    override func adoptPermanentIDsIfNeeded() {
         let generation = family.generation
         guard generation != adoptedGeneration else { return }
         adoptedGeneration = generation
-        let temporaries = table.keys.filter(\.isTemporaryID)
+        let temporaries = identities.temporaryObjects
         guard !temporaries.isEmpty else { return }
-        for (temporary, permanent) in family.permanentIDs(for: temporaries) {
-            guard let object = table[temporary]?.object, table[permanent]?.object == nil else { continue }
+        let ids = temporaries.map(\.storedObjectID)
+        for (temporary, permanent) in family.permanentIDs(for: ids) {
+            guard let object = identities[ObjectIdentityKey(temporary)], identities[ObjectIdentityKey(permanent)] == nil else { continue }
             reregister(object, as: permanent)
         }
     }
 
-    /// Every registered object still alive.
-    var registeredObjects: [ManagedObject] {
-        table = table.filter { $0.value.object != nil }
-        return table.values.compactMap(\.object)
-    }
+    /// Every registered object.
+    var registeredObjects: [ManagedObject] { identities.objects }
 
-    /// How many registrations the table holds, released objects' included (for tests).
-    var registrationCount: Int { table.count }
+    /// How many objects are registered (for tests).
+    var registrationCount: Int { identities.count }
 
-    /// Forgets the registrations of objects that were released.
-    func dropReleasedRegistrations() {
-        table = table.filter { $0.value.object != nil }
-    }
-
-    /// Registers `object` under its ID, strongly when it must stay.
+    /// Registers `object` (its owner is this graph) under its ID.
     private func register(_ object: ManagedObject) {
-        let strong = retainsRegisteredObjects || object.hasChanges || changed[ObjectIdentifier(object)] != nil
-        table[object.objectID] = Registration(weakObject: object, strongObject: strong ? object : nil)
-        if table.count >= pruningThreshold {
-            // Registrations of released objects go once the table doubles: amortised O(1).
-            dropReleasedRegistrations()
-            pruningThreshold = max(Self.minimumPruningThreshold, table.count * 2)
-        }
-    }
-
-    /// The table size at which released registrations are next dropped.
-    private static let minimumPruningThreshold = 1_024
-
-    /// Holds `object` strongly (it has changes) or weakly (it has none).
-    private func retain(_ object: ManagedObject, strongly: Bool) {
-        guard let index = table.index(forKey: object.objectID), table.values[index].object === object else { return }
-        table.values[index].strongObject = strongly || retainsRegisteredObjects ? object : nil
-    }
-
-    private func rebalance() {
-        // In place: one pass over the table, no lookups, no array of every object.
-        var released = false
-        var index = table.values.startIndex
-        while index != table.values.endIndex {
-            if let object = table.values[index].object {
-                let strongly = retainsRegisteredObjects || object.hasChanges || changed[ObjectIdentifier(object)] != nil
-                table.values[index].strongObject = strongly ? object : nil
-            } else {
-                released = true
-            }
-            table.values.formIndex(after: &index)
-        }
-        if released { dropReleasedRegistrations() }
+        identities.insert(object, for: object.identityKey)
+        if retainsRegisteredObjects { retained[ObjectIdentifier(object)] = object }
     }
 
     /// Removes `object` from the registration table.
     func unregister(_ object: ManagedObject) {
-        if table[object.objectID]?.object === object { table[object.objectID] = nil }
+        identities.remove(object.identityKey, ifObject: ObjectIdentifier(object))
+        if !retained.isEmpty { retained[ObjectIdentifier(object)] = nil }
     }
 
     /// Moves `object` to its new ID (a permanent one after a save or `obtainPermanentIDs`).
     func reregister(_ object: ManagedObject, as id: ManagedObjectID) {
-        let registration = table.removeValue(forKey: object.objectID)
-        object.objectID = id
-        table[id] = registration ?? Registration(weakObject: object, strongObject: nil)
+        identities.remove(object.identityKey, ifObject: ObjectIdentifier(object))
+        object.assignID(id)
+        identities.insert(object, for: object.identityKey)
     }
 
     /// Makes room for `count` more registrations (before a fetch registers its rows).
     func reserveRegistrations(_ count: Int) {
-        table.reserveCapacity(table.count + count)
+        identities.reserveCapacity(count)
+    }
+
+    override func objectWillDeinit(key: ObjectIdentityKey, object: ObjectIdentifier) {
+        identities.remove(key, ifObject: object)
     }
 
     /// The object for a row a fetch read (its ID is permanent): the registered one, or a
     /// new fault of `entity`'s class. Touches no store.
     func object(forFetched id: ManagedObjectID, entity: EntityDescription) -> ManagedObject {
-        if let registered = registeredObject(for: id) { return registered }
+        if let registered = identities[ObjectIdentityKey(id)] ?? registeredObject(for: id) { return registered }
         let object = entity.managedObjectClass.init(entity: entity)
         object.becomeFault(for: id, owner: self)
         register(object)
@@ -267,7 +240,7 @@ final class ObjectGraph: ManagedObjectOwner {
 
     /// The object for `id`: the registered one, or a new fault of the entity's class.
     /// Touches no store.
-    func object(for id: ManagedObjectID) -> ManagedObject {
+    override func object(for id: ManagedObjectID) -> ManagedObject {
         if let registered = registeredObject(for: id) { return registered }
         let id = id.isTemporaryID ? family.permanentID(for: id) ?? id : id
         let entity = (try? model)?.entitiesByName[id.entityName] ?? EntityDescription(name: id.entityName)
@@ -304,9 +277,9 @@ final class ObjectGraph: ManagedObjectOwner {
         try upstreamSnapshot(of: id)
     }
 
-    // MARK: ManagedObjectOwner
+    // MARK: ObjectOwner
 
-    func snapshotForFault(of object: ManagedObject) throws(StrataError) -> ObjectSnapshot {
+    override func snapshotForFault(of object: ManagedObject) throws(StrataError) -> ObjectSnapshot {
         do {
             if let snapshot = fetchedRow(for: object) { return snapshot }
             if let snapshot = try batchedSnapshot(for: object) { return snapshot }
@@ -319,7 +292,7 @@ final class ObjectGraph: ManagedObjectOwner {
         }
     }
 
-    func destinations(of object: ManagedObject, relationship: RelationshipDescription) throws(StrataError) -> [ManagedObjectID] {
+    override func destinations(of object: ManagedObject, relationship: RelationshipDescription) throws(StrataError) -> [ManagedObjectID] {
         guard mayReadUpstream(object.objectID) else { return [] }
         do {
             return try upstreamDestinations(of: object.objectID, relationship: relationship.name)
@@ -330,15 +303,15 @@ final class ObjectGraph: ManagedObjectOwner {
         }
     }
 
-    func objectWillChange(_ object: ManagedObject, key: String) {
+    override func objectWillChange(_ object: ManagedObject, key: String) {
         if !failedEdits.isEmpty { failedEdits.removeAll { $0.object === object && $0.key == key } }
         event.record(object, in: .updated)
-        guard changed[ObjectIdentifier(object)] == nil else { return }
+        // An inserted object is held and saved whole already.
+        guard !object.isInserted, changed[ObjectIdentifier(object)] == nil else { return }
         changed[ObjectIdentifier(object)] = object
-        retain(object, strongly: true)
     }
 
-    func editFailed(_ object: ManagedObject, key: String, error: StrataError) {
+    override func editFailed(_ object: ManagedObject, key: String, error: StrataError) {
         failedEdits.removeAll { $0.object === object && $0.key == key }
         failedEdits.append((object, key, error))
     }
@@ -349,7 +322,7 @@ final class ObjectGraph: ManagedObjectOwner {
         if let failed = failedEdits.first { throw failed.error }
     }
 
-    func handleInaccessibleFault(_ object: ManagedObject, property: String?, error: StrataError) -> Bool {
+    override func handleInaccessibleFault(_ object: ManagedObject, property: String?, error: StrataError) -> Bool {
         if let handler = inaccessibleFaultHandler, !handler(object, object.objectID, property) { return false }
         // Only a row that is gone makes a deleted object; a storage failure leaves the
         // object inaccessible, so the access reports it.
@@ -357,14 +330,12 @@ final class ObjectGraph: ManagedObjectOwner {
         // The row is gone: the object reads as deleted, with nil and zero values, and is
         // in deletedObjects until the next save or reset discards it (no store write:
         // there is no row, and no validation).
-        object.attributeValues = Array(repeating: nil, count: object.entity.attributes.count)
-        object.relationshipValues = object.entity.relationships.map { $0.isToMany ? .toMany(ToManyStorage(isOrdered: $0.isOrdered)) : .toOne(nil) }
+        object.clearValues(toMany: nil)
         object.faultState = .fulfilled
         let key = ObjectIdentifier(object)
         vanished.insert(key)
         if !deleted.contains(where: { $0 === object }) { deleted.append(object) }
         changed[key] = object
-        retain(object, strongly: true)
         event.record(object, in: .deleted)
         return true
     }
@@ -394,21 +365,21 @@ final class ObjectGraph: ManagedObjectOwner {
         }
         if entity !== object.entity { object.adopt(entity) }
         object.owner = self
-        if let rare = object.rare, !rare.failedEdits.isEmpty {
+        let failed = object.pendingFailedEdits
+        if !failed.isEmpty {
             // Edits that failed before the object had a context fail its first save.
-            for (key, error) in rare.failedEdits { editFailed(object, key: key, error: error) }
-            rare.failedEdits = []
+            for (key, error) in failed { editFailed(object, key: key, error: error) }
+            object.pendingFailedEdits = []
         }
         object.insertedFlag = true
         object.deletedFlag = false
         inserted.append(object)
-        changed[ObjectIdentifier(object)] = object
         register(object)
         event.record(object, in: .inserted)
         object.awakeFromInsert()
         // Objects it already points to (a graph built before inserting) come along.
         for slot in entity.relationships.indices {
-            for destination in object.relationshipValues[slot].objects where destination.owner == nil {
+            for destination in object.relationshipStorage(at: slot).objects where destination.owner == nil {
                 try insert(destination)
             }
         }
@@ -422,7 +393,6 @@ final class ObjectGraph: ManagedObjectOwner {
         object.insertedFlag = true
         object.deletedFlag = false
         inserted.append(object)
-        changed[ObjectIdentifier(object)] = object
         if let store { assignedStores[ObjectIdentifier(object)] = store }
         register(object)
         event.record(object, in: .inserted)
@@ -472,7 +442,6 @@ final class ObjectGraph: ManagedObjectOwner {
         deleted.append(object)
         pendingDeletes.append(object)
         changed[ObjectIdentifier(object)] = object
-        retain(object, strongly: true)
     }
 
     /// Runs the delete rules of objects deleted since the last call: nullify removes
@@ -512,7 +481,7 @@ final class ObjectGraph: ManagedObjectOwner {
                     try object.throwIfStorageFailed()  // skipping would leave the destinations orphaned
                     continue
                 }
-                for destination in object.relationshipValues[slot].objects where !destination.isDeleted {
+                for destination in object.relationshipStorage(at: slot).objects where !destination.isDeleted {
                     try delete(destination)
                 }
                 try detachDestinations(of: object, slot: slot)
@@ -520,7 +489,7 @@ final class ObjectGraph: ManagedObjectOwner {
         }
         if !object.isInserted && !deleted.contains(where: { $0 === object }) {
             // An inserted-then-deleted object: it leaves the context entirely.
-            table[object.objectID] = nil
+            unregister(object)
             changed[ObjectIdentifier(object)] = nil
             assignedStores[ObjectIdentifier(object)] = nil
             object.owner = nil
@@ -535,7 +504,7 @@ final class ObjectGraph: ManagedObjectOwner {
     ///   (the destinations before it are detached; the delete stays pending).
     private func detachDestinations(of object: ManagedObject, slot: Int) throws {
         if object.entity.relationships[slot].isToMany {
-            for destination in object.relationshipValues[slot].objects {
+            for destination in object.relationshipStorage(at: slot).objects {
                 try object.removeDestination(destination, slot: slot)
             }
         } else {
@@ -600,10 +569,6 @@ final class ObjectGraph: ManagedObjectOwner {
 
     /// Clears the change sets after a save or rollback.
     func clearChanges() {
-        // Only objects with changes are held strongly for that reason: after clearing,
-        // those are the ones to hold weakly again (a save's cost does not grow with the
-        // objects merely registered).
-        let held = inserted + deleted + pendingDeletes + Array(changed.values) + Array(conflictChecks.values)
         inserted = []
         deleted = []
         pendingDeletes = []
@@ -612,7 +577,6 @@ final class ObjectGraph: ManagedObjectOwner {
         conflictChecks = [:]
         vanished = []
         failedEdits = []
-        for object in held { retain(object, strongly: object.hasChanges) }
     }
 
     /// Records `object` in the current event (a merge's inserted objects).
@@ -657,7 +621,8 @@ final class ObjectGraph: ManagedObjectOwner {
             object.insertedFlag = false
             object.deletedFlag = false
         }
-        table = [:]
+        identities.removeAll()
+        retained = [:]
         batching.batches = [:]
         batching.fetchedRows = [:]
         clearChanges()
@@ -667,7 +632,7 @@ final class ObjectGraph: ManagedObjectOwner {
     /// leave, deleted ones come back, changed ones get their committed values.
     func rollback() {
         for object in inserted {
-            table[object.objectID] = nil
+            unregister(object)
             object.owner = nil
             object.insertedFlag = false
             event.record(object, in: .invalidated)
@@ -702,7 +667,6 @@ final class ObjectGraph: ManagedObjectOwner {
             object.deletedFlag = false
             deleted.removeAll { $0 === object }
             object.turnIntoFault()
-            retain(object, strongly: false)
             return
         }
         guard object.faultState == .fulfilled else { return }
@@ -715,15 +679,19 @@ final class ObjectGraph: ManagedObjectOwner {
         // Transient attributes are not in the snapshots (nil there): they keep their value.
         for (slot, attribute) in object.entity.attributes.enumerated()
         where !attribute.isTransient && local.attributes[slot] != committed.attributes[slot] {
-            object.attributeValues[slot] = local.attributes[slot]
+            object.keepCommittedValues()
+            object.storeAttribute(local.attributes[slot], at: slot)
             object.isModified = true
         }
         for slot in object.entity.relationships.indices where local.relationships[slot] != committed.relationships[slot] {
             if case .toOne(let id) = local.relationships[slot] {
-                object.relationshipValues[slot] = .toOne(id.map(self.object(for:)))
+                object.keepCommittedValues()
+                object.storeRelationship(.toOne(id.map(self.object(for:))), at: slot)
                 object.isModified = true
             } else if case .toMany(let ids) = local.relationships[slot] {
-                object.relationshipValues[slot] = .toMany(ToManyStorage(isOrdered: object.entity.relationships[slot].isOrdered, objects: ids.map(self.object(for:))))
+                object.keepCommittedValues()
+                object.storeRelationship(
+                    .toMany(ToManyStorage(isOrdered: object.entity.relationships[slot].isOrdered, objects: ids.map(self.object(for:)))), at: slot)
                 object.isModified = true
             }
         }

@@ -38,8 +38,11 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
     let relationshipSlots: [String: Int]
     /// Where a typed subclass declared each property wrapper, mapped to its name.
     let declarationSites: [DeclarationSite: String]
-    /// The same sites mapped to the property's slot in this (resolved) description.
-    let siteSlots: [DeclarationSite: PropertySlot]
+    /// Where objects of this entity keep each property (typed fields of the class, or
+    /// dynamic storage).
+    let layout: ObjectLayout
+    /// The process-wide number of the entity's name (``EntityNames``), for identity keys.
+    let nameNumber: UInt32
 
     /// Describes an entity by its own properties.
     public convenience init(
@@ -97,17 +100,12 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
         self.attributeSlots = attributeSlots
         self.relationshipSlots = relationshipSlots
         self.declarationSites = declarationSites
-        var siteSlots: [DeclarationSite: PropertySlot] = [:]
-        for (site, name) in sites {
-            if let slot = attributeSlots[name] {
-                siteSlots[site] = .attribute(slot)
-            } else if let slot = relationshipSlots[name] {
-                siteSlots[site] = .relationship(slot)
-            }
-        }
-        self.siteSlots = siteSlots
         self.subentityNames = subentityNames
         ancestorNames = ancestors.map(\.name)
+        layout = ObjectLayout(
+            attributes: attributes, relationships: relationships, fields: ClassFields.of(managedObjectClass),
+            derivedFromClass: !sites.isEmpty)
+        nameNumber = EntityNames.number(for: name)
     }
 
     /// Every attribute, inherited ones included, by name.
@@ -127,13 +125,32 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
 
     /// The attribute named `name`, inherited ones included.
     public func attribute(named name: String) -> AttributeDescription? {
-        attributeSlots[name].map { attributes[$0] }
+        attributeSlot(named: name).map { attributes[$0] }
     }
 
     /// The relationship named `name`, inherited ones included.
     public func relationship(named name: String) -> RelationshipDescription? {
-        relationshipSlots[name].map { relationships[$0] }
+        relationshipSlot(named: name).map { relationships[$0] }
     }
+
+    /// The slot of attribute `name`. A small entity's names are scanned: the names
+    /// callers pass are mostly the entity's own strings, which compare equal at once,
+    /// where hashing would read every byte.
+    func attributeSlot(named name: String) -> Int? {
+        guard attributes.count <= Self.scannedSlots else { return attributeSlots[name] }
+        for slot in attributes.indices where attributes[slot].name == name { return slot }
+        return nil
+    }
+
+    /// The slot of relationship `name` (see ``attributeSlot(named:)``).
+    func relationshipSlot(named name: String) -> Int? {
+        guard relationships.count <= Self.scannedSlots else { return relationshipSlots[name] }
+        for slot in relationships.indices where relationships[slot].name == name { return slot }
+        return nil
+    }
+
+    /// Up to how many slots a name lookup scans rather than hashes.
+    private static let scannedSlots = 8
 
     /// Every property name, attributes and relationships, sorted.
     public var propertyNames: [String] {
@@ -178,16 +195,18 @@ enum PropertySlot: Sendable, Hashable {
     case relationship(Int)
 }
 
-/// The source position of a property wrapper's declaration: how a wrapper finds its
-/// property's name without repeating it as a string (the entity maps sites to names).
+/// The source position of a property wrapper's declaration: how the derivation of a
+/// class's entity tells its declarations apart (``EntityDerivation``).
 ///
 /// The file is kept as the address of the `#fileID` literal: constant for a given call
 /// site, cheap to hash, and unique per file.
+@usableFromInline
 struct DeclarationSite: Sendable, Hashable {
     let file: UInt
     let line: UInt32
     let column: UInt32
 
+    @usableFromInline
     init(fileID: StaticString, line: UInt, column: UInt) {
         file = fileID.hasPointerRepresentation ? UInt(bitPattern: fileID.utf8Start) : 0
         self.line = UInt32(truncatingIfNeeded: line)

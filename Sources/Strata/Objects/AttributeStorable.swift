@@ -22,10 +22,20 @@ public protocol AttributeStorable {
 extension AttributeStorable {
     /// Not optional, unless the type is an `Optional`.
     public static var isOptionalAttribute: Bool { false }
+
+    /// Whether the type is stored as a transformable encoding, which a write must check
+    /// (it must decode back): such writes take the typed setter's slow path. Constant
+    /// once the setter is specialised for a type.
+    @inlinable
+    static var _isTransformable: Bool {
+        if case .transformable = attributeType { return true }
+        return false
+    }
 }
 
 extension Optional: AttributeStorable where Wrapped: AttributeStorable {
     /// The wrapped type's attribute type.
+    @inlinable
     public static var attributeType: AttributeType { Wrapped.attributeType }
     /// An optional attribute.
     public static var isOptionalAttribute: Bool { true }
@@ -47,6 +57,7 @@ extension Optional: AttributeStorable where Wrapped: AttributeStorable {
 
 extension Int16: AttributeStorable {
     /// integer16.
+    @inlinable
     public static var attributeType: AttributeType { .integer16 }
     /// The stored integer, when it fits.
     public init?(attributeValue: AttributeValue?) {
@@ -59,6 +70,7 @@ extension Int16: AttributeStorable {
 
 extension Int32: AttributeStorable {
     /// integer32.
+    @inlinable
     public static var attributeType: AttributeType { .integer32 }
     /// The stored integer, when it fits.
     public init?(attributeValue: AttributeValue?) {
@@ -71,6 +83,7 @@ extension Int32: AttributeStorable {
 
 extension Int64: AttributeStorable {
     /// integer64.
+    @inlinable
     public static var attributeType: AttributeType { .integer64 }
     /// The stored integer.
     public init?(attributeValue: AttributeValue?) {
@@ -83,6 +96,7 @@ extension Int64: AttributeStorable {
 
 extension Int: AttributeStorable {
     /// integer64.
+    @inlinable
     public static var attributeType: AttributeType { .integer64 }
     /// The stored integer, when it fits.
     public init?(attributeValue: AttributeValue?) {
@@ -95,6 +109,7 @@ extension Int: AttributeStorable {
 
 extension Double: AttributeStorable {
     /// double.
+    @inlinable
     public static var attributeType: AttributeType { .double }
     /// The stored double.
     public init?(attributeValue: AttributeValue?) {
@@ -107,6 +122,7 @@ extension Double: AttributeStorable {
 
 extension Float: AttributeStorable {
     /// float.
+    @inlinable
     public static var attributeType: AttributeType { .float }
     /// The stored float.
     public init?(attributeValue: AttributeValue?) {
@@ -119,6 +135,7 @@ extension Float: AttributeStorable {
 
 extension Bool: AttributeStorable {
     /// boolean.
+    @inlinable
     public static var attributeType: AttributeType { .boolean }
     /// The stored boolean.
     public init?(attributeValue: AttributeValue?) {
@@ -131,6 +148,7 @@ extension Bool: AttributeStorable {
 
 extension String: AttributeStorable {
     /// string.
+    @inlinable
     public static var attributeType: AttributeType { .string }
     /// The stored string.
     public init?(attributeValue: AttributeValue?) {
@@ -143,6 +161,7 @@ extension String: AttributeStorable {
 
 extension Date: AttributeStorable {
     /// date.
+    @inlinable
     public static var attributeType: AttributeType { .date }
     /// The stored date.
     public init?(attributeValue: AttributeValue?) {
@@ -155,6 +174,7 @@ extension Date: AttributeStorable {
 
 extension Data: AttributeStorable {
     /// binaryData.
+    @inlinable
     public static var attributeType: AttributeType { .binaryData }
     /// The stored bytes.
     public init?(attributeValue: AttributeValue?) {
@@ -167,6 +187,7 @@ extension Data: AttributeStorable {
 
 extension UUID: AttributeStorable {
     /// uuid.
+    @inlinable
     public static var attributeType: AttributeType { .uuid }
     /// The stored UUID.
     public init?(attributeValue: AttributeValue?) {
@@ -179,6 +200,7 @@ extension UUID: AttributeStorable {
 
 extension URL: AttributeStorable {
     /// uri.
+    @inlinable
     public static var attributeType: AttributeType { .uri }
     /// The stored URL.
     public init?(attributeValue: AttributeValue?) {
@@ -191,6 +213,7 @@ extension URL: AttributeStorable {
 
 extension Decimal: AttributeStorable {
     /// decimal.
+    @inlinable
     public static var attributeType: AttributeType { .decimal }
     /// The stored decimal.
     public init?(attributeValue: AttributeValue?) {
@@ -214,6 +237,7 @@ public protocol TransformableAttribute: AttributeStorable, Codable, Sendable {}
 
 extension TransformableAttribute {
     /// `transformable(Self)`.
+    @inlinable
     public static var attributeType: AttributeType { .transformable(Self.self) }
 
     /// The decoded value; nil when the bytes are not a `Self`.

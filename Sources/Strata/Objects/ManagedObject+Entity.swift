@@ -1,6 +1,7 @@
+import Foundation
 import Synchronization
 
-/// Entities derived from typed subclasses, and the typed accessors' slot lookups.
+/// Entities derived from typed subclasses, and the typed accessors' slow paths.
 extension ManagedObject {
     /// The entity of this class, derived from its ``Attribute`` and ``Relationship``
     /// properties (and its superclasses' for inherited properties). Derived once per
@@ -13,132 +14,218 @@ extension ManagedObject {
         ClassEntityRegistry.shared.description(of: self).entity
     }
 
-    // MARK: Typed access
+    // MARK: Typed fields
 
-    /// The attribute slot of the wrapper declared at `site`.
-    func attributeSlot(at site: DeclarationSite) -> Int? {
-        switch propertySlot(at: site) {
-        case .attribute(let slot): slot
-        default: nil
-        }
+    /// The byte offset in this object of the field `keyPath` names (a property wrapper's
+    /// storage, a stored property of the object's class).
+    ///
+    /// Projecting a stored property through a reference-writable key path yields the
+    /// property's own address; `ObjectLayoutTests` checks it against ``ClassFields``.
+    func fieldOffset<Object: ManagedObject, Field>(_ keyPath: ReferenceWritableKeyPath<Object, Field>) -> Int {
+        let object = unsafeDowncast(self, to: Object.self)
+        let base = UnsafeMutableRawPointer(Unmanaged.passUnretained(self).toOpaque())
+        return withUnsafeMutablePointer(to: &object[keyPath: keyPath]) { UnsafeMutableRawPointer($0) - base }
     }
 
-    /// The relationship slot of the wrapper declared at `site`.
-    func relationshipSlot(at site: DeclarationSite) -> Int? {
-        switch propertySlot(at: site) {
-        case .relationship(let slot): slot
-        default: nil
-        }
+    /// The attribute slot the field `keyPath` holds in this object's entity; nil when the
+    /// entity has no such attribute (or keeps it elsewhere).
+    func attributeSlot<Object: ManagedObject, Value>(ofField keyPath: ReferenceWritableKeyPath<Object, Attribute<Value>>) -> Int? {
+        let offset = fieldOffset(keyPath)
+        if case .attribute(let slot)? = _entity.layout.fieldSlots[offset] { return slot }
+        return fieldSlotByName(offset, attributes: true)
     }
 
-    func propertySlot(at site: DeclarationSite) -> PropertySlot? {
-        if let slot = entity.siteSlots[site] { return slot }
-        // An entity from a model built by hand for this class: find the name from the
-        // class's own description.
-        guard let name = Self.entity().siteSlots[site].map({ slot in
-            switch slot {
-            case .attribute(let index): Self.entity().attributes[index].name
-            case .relationship(let index): Self.entity().relationships[index].name
+    /// The relationship slot the field `keyPath` holds in this object's entity.
+    func relationshipSlot<Object: ManagedObject, Value>(ofField keyPath: ReferenceWritableKeyPath<Object, Relationship<Value>>) -> Int? {
+        let offset = fieldOffset(keyPath)
+        if case .relationship(let slot)? = _entity.layout.fieldSlots[offset] { return slot }
+        return fieldSlotByName(offset, attributes: false)
+    }
+
+    /// The slot of the entity property named as the class field at `offset`: for an
+    /// entity that keeps that property in dynamic storage (a hand-built entity whose
+    /// type differs from the class's declaration).
+    private func fieldSlotByName(_ offset: Int, attributes: Bool) -> Int? {
+        guard let field = ClassFields.of(type(of: self)).fields.first(where: { $0.offset == offset }) else { return nil }
+        return attributes ? _entity.attributeSlots[field.name] : _entity.relationshipSlots[field.name]
+    }
+
+    /// A typed read that cannot be a plain field load: a fault to fire, an object whose
+    /// values cannot be read (the default value then), a recording prototype, or an
+    /// entity that keeps the attribute elsewhere.
+    @usableFromInline
+    final func _readAttributeSlowly<Object: ManagedObject, Value: AttributeStorable>(
+        _ keyPath: ReferenceWritableKeyPath<Object, Attribute<Value>>
+    ) -> Value {
+        let object = unsafeDowncast(self, to: Object.self)
+        let slot = attributeSlot(ofField: keyPath)
+        if _bits & ObjectBits.recording != 0, let recorder = _owner {
+            let value = object[keyPath: keyPath].storage
+            _ = recorder.recordRead(of: self, property: slot.map(PropertySlot.attribute), valueType: Value.self, destination: nil)
+            recorder.recordReturned(value.attributeValue)
+            return value
+        }
+        guard let slot else { return object[keyPath: keyPath].storage }
+        guard fulfilIfNeeded(property: _entity.attributes[slot].name) else {
+            return Value(attributeValue: _entity.layout.defaults[slot]) ?? object[keyPath: keyPath].storage
+        }
+        if case .field = _entity.layout.attributes[slot] { return object[keyPath: keyPath].storage }
+        return Value(attributeValue: attributeValue(at: slot))
+            ?? Value(attributeValue: _entity.layout.defaults[slot]) ?? object[keyPath: keyPath].storage
+    }
+
+    /// A typed write that cannot be a plain field store: change tracking (the object is in
+    /// a context), a fault to fire first, a recording prototype, a failed edit to clear,
+    /// or an entity that keeps the attribute elsewhere.
+    @usableFromInline
+    final func _writeAttributeSlowly<Object: ManagedObject, Value: AttributeStorable>(
+        _ value: Value, _ keyPath: ReferenceWritableKeyPath<Object, Attribute<Value>>
+    ) {
+        guard let slot = attributeSlot(ofField: keyPath) else {
+            // A property the entity does not have: kept in the field, never stored.
+            unsafeDowncast(self, to: Object.self)[keyPath: keyPath].storage = value
+            return
+        }
+        let attribute = _entity.attributes[slot]
+        editRecordingFailure(key: attribute.name) { () throws(StrataError) in
+            guard Value.attributeType == attribute.type else {
+                // A hand-built entity that gives the property another type than the class.
+                throw StrataError.typeMismatch(
+                    key: attribute.name, entity: _entity.name, expected: attribute.type.swiftTypeName, actual: "\(Value.self)")
             }
-        }) else { return nil }
-        return entity.attributeSlots[name].map(PropertySlot.attribute)
-            ?? entity.relationshipSlots[name].map(PropertySlot.relationship)
-    }
-
-    func readAttribute<Value: AttributeStorable>(at site: DeclarationSite, default defaultValue: Value) -> Value {
-        guard let slot = attributeSlot(at: site), fulfilIfNeeded(property: entity.attributes[slot].name) else {
-            if faultState == .inaccessible, let recorder = owner as? KeyPathRecorder {
-                _ = recorder.visit(self, property: propertySlot(at: site), valueType: Value.self, destination: nil)
-                recorder.lastReturned = defaultValue.attributeValue
+            var converted: AttributeValue?
+            if case .transformable(let type) = Value.attributeType {
+                // A value that cannot be encoded, or whose encoding does not decode back,
+                // is refused instead of being stored as nil or as bytes nothing can read.
+                if let unwrapped = Self.flattened(value) {
+                    converted = try TransformableCoding.checkedValue(unwrapped, as: type) { detail throws(StrataError) in
+                        throw StrataError.typeMismatch(
+                            key: attribute.name, entity: _entity.name, expected: attribute.type.swiftTypeName,
+                            actual: "\(Swift.type(of: value))\(detail)")
+                    }
+                }
+            } else {
+                converted = value.attributeValue
             }
-            return defaultValue
-        }
-        return Value(attributeValue: attributeValues[slot]) ?? defaultValue
-    }
-
-    func writeAttribute(at site: DeclarationSite, _ value: AttributeValue?) {
-        guard let slot = attributeSlot(at: site) else { return }
-        let name = entity.attributes[slot].name
-        editRecordingFailure(key: name) { () throws(StrataError) in
             // A fault that cannot be read keeps its stored values: writing over it would
             // save nil for every other attribute.
-            if !fulfilIfNeeded(property: name) { try throwIfStorageFailed() }
-            writeAttribute(slot, value)
-        }
-    }
-
-    func readRelationship(at site: DeclarationSite, valueType: Any.Type, destination: ManagedObject.Type) -> [ManagedObject] {
-        guard let slot = relationshipSlot(at: site), loadRelationshipIfNeeded(slot) else {
-            // A recording prototype (KeyPathNames) goes on to its destination's prototype.
-            if faultState == .inaccessible, let recorder = owner as? KeyPathRecorder,
-               let prototype = recorder.visit(self, property: propertySlot(at: site), valueType: valueType, destination: destination) {
-                return [prototype]
-            }
-            return []
-        }
-        return relationshipValues[slot].objects
-    }
-
-    /// A typed transformable write: a value that cannot be encoded, or whose encoding does
-    /// not decode back, is refused (recorded: the next save fails with a type mismatch)
-    /// instead of being stored as nil or as bytes nothing can read. Nil stores nil.
-    func writeTransformable(at site: DeclarationSite, _ value: Any, type valueType: any (Codable & Sendable).Type) {
-        guard let slot = attributeSlot(at: site) else { return }
-        let attribute = entity.attributes[slot]
-        editRecordingFailure(key: attribute.name) { () throws(StrataError) in
-            var checked: AttributeValue?
-            if let unwrapped = Self.flattened(value) {
-                checked = try TransformableCoding.checkedValue(unwrapped, as: valueType) { detail throws(StrataError) in
-                    throw StrataError.typeMismatch(
-                        key: attribute.name, entity: entity.name, expected: attribute.type.swiftTypeName,
-                        actual: "\(type(of: value))\(detail)")
-                }
-            }
             if !fulfilIfNeeded(property: attribute.name) { try throwIfStorageFailed() }
-            writeAttribute(slot, checked)
+            writeAttribute(slot, converted)
         }
     }
 
-    func writeRelationship(at site: DeclarationSite, _ objects: [ManagedObject]) {
-        guard let slot = relationshipSlot(at: site) else { return }
-        editRecordingFailure(key: entity.relationships[slot].name) { () throws(StrataError) in
+    /// The destinations of the relationship whose field `keyPath` names (loaded first).
+    func readRelationshipField<Object: ManagedObject, Value: RelationshipStorable>(
+        _ keyPath: ReferenceWritableKeyPath<Object, Relationship<Value>>
+    ) -> [ManagedObject] {
+        let slot = relationshipSlot(ofField: keyPath)
+        if _bits & ObjectBits.recording != 0, let recorder = _owner {
+            // A recording prototype goes on to its destination's prototype.
+            return recorder.recordRead(
+                of: self, property: slot.map(PropertySlot.relationship), valueType: Value.self,
+                destination: Value.Destination.self).map { [$0] } ?? []
+        }
+        guard let slot, loadRelationshipIfNeeded(slot) else { return [] }
+        return relationshipStorage(at: slot).objects
+    }
+
+    /// Sets the relationship whose field `keyPath` names to `objects`, keeping inverses in
+    /// step; a failure is recorded (the next save fails with it).
+    func writeRelationshipField<Object: ManagedObject, Value: RelationshipStorable>(
+        _ objects: [ManagedObject], _ keyPath: ReferenceWritableKeyPath<Object, Relationship<Value>>
+    ) {
+        guard let slot = relationshipSlot(ofField: keyPath) else { return }
+        editRecordingFailure(key: _entity.relationships[slot].name) { () throws(StrataError) in
             try setRelationship(slot, to: objects)
         }
     }
 }
 
-/// A property wrapper's contribution to its class's entity.
-protocol PropertyDeclaration {
-    var site: DeclarationSite { get }
-    func property(named name: String) -> PropertyDescription
-    /// The destination class of a relationship.
-    var destinationType: ManagedObject.Type? { get }
-}
+// MARK: - Deriving a class's entity
 
-extension Attribute: PropertyDeclaration {
-    func property(named name: String) -> PropertyDescription {
-        let validation: AttributeValidation = switch rules {
-        case .none: AttributeValidation()
-        case .some(let rules): rules
-        }
-        return .attribute(AttributeDescription(
-            name: name, type: Value.attributeType, isOptional: Value.isOptionalAttribute,
-            defaultValue: defaultValue.attributeValue, isIndexed: isIndexed, isTransient: isTransient,
-            validation: validation))
+/// Captures what a class's property wrappers declare while a prototype of the class is
+/// made (``ClassEntityRegistry``): the wrappers keep only their values, so their
+/// arguments (indexing, validation, inverses) are recorded by their initialisers, and
+/// only while a derivation is under way on the initialising thread.
+@usableFromInline
+enum EntityDerivation {
+    /// How many derivations are under way, on any thread: the wrappers' initialisers test
+    /// it (one relaxed load) before looking for a recording of their own thread.
+    @usableFromInline static let activeCount = Atomic<Int>(0)
+
+    /// Whether a derivation is under way somewhere.
+    @inlinable static var isActive: Bool { activeCount.load(ordering: .relaxed) != 0 }
+
+    /// One wrapper's declaration.
+    struct Declaration {
+        /// Where it is written.
+        let site: DeclarationSite
+        /// The wrapper's type (`Attribute<Int16>`), matched against the class's fields.
+        let wrapperType: ObjectIdentifier
+        /// The property, given its name.
+        let make: (String) -> PropertyDescription
+        /// A relationship's destination class.
+        let destination: ManagedObject.Type?
     }
 
-    var destinationType: ManagedObject.Type? { nil }
-}
-
-extension Relationship: PropertyDeclaration {
-    func property(named name: String) -> PropertyDescription {
-        .relationship(RelationshipDescription(
-            name: name, destinationEntityName: Value.Destination.entityName, inverseName: inverseName,
-            isToMany: Value.isToMany, isOrdered: Value.isOrdered, isOptional: isOptional,
-            deleteRule: deleteRule, minCount: minCount, maxCount: maxCount))
+    /// The declarations recorded on one thread.
+    final class Recording {
+        var declarations: [Declaration] = []
     }
 
-    var destinationType: ManagedObject.Type? { Value.Destination.self }
+    /// The thread's recording, if a derivation is under way on it.
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
+
+    private static func record(_ declaration: Declaration) {
+        guard let pointer = pthread_getspecific(key) else { return }
+        Unmanaged<Recording>.fromOpaque(pointer).takeUnretainedValue().declarations.append(declaration)
+    }
+
+    /// Records an `@Attribute` declaration.
+    @usableFromInline
+    static func recordAttribute<Value: AttributeStorable>(
+        _: Value.Type, default defaultValue: Value, indexed: Bool, transient: Bool, validation: AttributeValidation?,
+        site: DeclarationSite
+    ) {
+        let stored = defaultValue.attributeValue
+        record(Declaration(site: site, wrapperType: ObjectIdentifier(Attribute<Value>.self), make: { name in
+            .attribute(AttributeDescription(
+                name: name, type: Value.attributeType, isOptional: Value.isOptionalAttribute, defaultValue: stored,
+                isIndexed: indexed, isTransient: transient, validation: validation ?? AttributeValidation()))
+        }, destination: nil))
+    }
+
+    /// Records a `@Relationship` declaration.
+    @usableFromInline
+    static func recordRelationship<Value: RelationshipStorable>(
+        _: Value.Type, inverse: String, deleteRule: DeleteRule, isOptional: Bool, minCount: Int, maxCount: Int?,
+        site: DeclarationSite
+    ) {
+        let destinationName = Value.Destination.entityName
+        record(Declaration(site: site, wrapperType: ObjectIdentifier(Relationship<Value>.self), make: { name in
+            .relationship(RelationshipDescription(
+                name: name, destinationEntityName: destinationName, inverseName: inverse,
+                isToMany: Value.isToMany, isOrdered: Value.isOrdered, isOptional: isOptional,
+                deleteRule: deleteRule, minCount: minCount, maxCount: maxCount))
+        }, destination: Value.Destination.self))
+    }
+
+    /// Runs `body` (which makes a prototype) with a recording on this thread, and returns
+    /// what it recorded, in the order the wrappers were initialised.
+    static func recording(_ body: () -> Void) -> [Declaration] {
+        let recording = Recording()
+        let previous = pthread_getspecific(key)
+        pthread_setspecific(key, Unmanaged.passUnretained(recording).toOpaque())
+        activeCount.add(1, ordering: .relaxed)
+        body()
+        activeCount.subtract(1, ordering: .relaxed)
+        pthread_setspecific(key, previous)
+        return recording.declarations
+    }
 }
 
 /// What Strata knows about a managed-object class: its entity, derived once.
@@ -153,6 +240,8 @@ struct ClassDescription: Sendable {
     let destinations: [ManagedObject.Type]
     /// The declared entities of the ancestors, nearest first.
     let ancestors: [EntityDescription]
+    /// Every declaration site of the class and its ancestors.
+    let sites: Set<DeclarationSite>
 }
 
 /// The per-class cache of derived entities.
@@ -171,31 +260,39 @@ final class ClassEntityRegistry: Sendable {
         }
     }
 
-    /// Reads the class's property wrappers from a prototype instance.
+    /// Derives `type`'s entity: its own wrapper fields (from the runtime's field
+    /// metadata, in declaration order) named and described by what their initialisers
+    /// recorded while a prototype was made.
     private func derive(_ type: ManagedObject.Type) -> ClassDescription {
+        var superclass: ManagedObject.Type?
+        var ancestors: [EntityDescription] = []
+        var inheritedSites: Set<DeclarationSite> = []
+        var inheritedFieldCount = 0
+        if let parent = Swift._getSuperclass(type) as? ManagedObject.Type, parent != ManagedObject.self {
+            superclass = parent
+            let parentDescription = description(of: parent)
+            ancestors = [parentDescription.declared] + parentDescription.ancestors
+            inheritedSites = parentDescription.sites
+            inheritedFieldCount = ClassFields.of(parent).count
+        }
+        let ownFields = Array(ClassFields.of(type).fields.dropFirst(inheritedFieldCount))
         let placeholder = EntityDescription(name: type.entityName, managedObjectClass: type)
-        let prototype = type.init(entity: placeholder)
-        let mirror = Mirror(reflecting: prototype)
+        let recorded = EntityDerivation.recording { _ = type.init(entity: placeholder) }
+            .filter { !inheritedSites.contains($0.site) }
+        let declarations = Self.match(ownFields, with: recorded)
+
         var attributes: [AttributeDescription] = []
         var relationships: [RelationshipDescription] = []
         var sites: [DeclarationSite: String] = [:]
         var destinations: [ManagedObject.Type] = []
-        for child in mirror.children {
-            guard let declaration = child.value as? any PropertyDeclaration, let label = child.label else { continue }
-            let name = label.hasPrefix("_") ? String(label.dropFirst()) : label
-            switch declaration.property(named: name) {
+        for (field, declaration) in zip(ownFields, declarations) {
+            guard let declaration else { continue }
+            switch declaration.make(field.name) {
             case .attribute(let attribute): attributes.append(attribute)
             case .relationship(let relationship): relationships.append(relationship)
             }
-            sites[declaration.site] = name
-            if let destination = declaration.destinationType { destinations.append(destination) }
-        }
-        var superclass: ManagedObject.Type?
-        var ancestors: [EntityDescription] = []
-        if let parent = mirror.superclassMirror?.subjectType as? ManagedObject.Type, parent != ManagedObject.self {
-            superclass = parent
-            let parentDescription = description(of: parent)
-            ancestors = [parentDescription.declared] + parentDescription.ancestors
+            sites[declaration.site] = field.name
+            if let destination = declaration.destination { destinations.append(destination) }
         }
         let declared = EntityDescription(
             // A subclass inherits its superclass's `isAbstractEntity`: the entity is abstract
@@ -207,46 +304,34 @@ final class ClassEntityRegistry: Sendable {
             declarationSites: sites, ancestors: [], subentityNames: [])
         return ClassDescription(
             declared: declared, entity: EntityDescription(resolving: declared, ancestors: ancestors, subentityNames: []),
-            superclass: superclass, destinations: destinations, ancestors: ancestors)
+            superclass: superclass, destinations: destinations, ancestors: ancestors,
+            sites: inheritedSites.union(sites.keys))
     }
-}
 
-extension ManagedObject {
-    /// Moves the object to `entity`, the same entity as described by a context's model
-    /// (an object made with `Note()` carries its class's own description): values move
-    /// by property name; properties the new description lacks are dropped.
-    func adopt(_ entity: EntityDescription) {
-        let old = self.entity
-        var attributes = entity.attributes.map(\.defaultValue)
-        for (slot, attribute) in entity.attributes.enumerated() {
-            if let oldSlot = old.attributeSlots[attribute.name] { attributes[slot] = attributeValues[oldSlot] }
-        }
-        var relationships = entity.relationships.map { RelationshipStorage.toOneOrEmpty(for: $0) }
-        for (slot, relationship) in entity.relationships.enumerated() {
-            if let oldSlot = old.relationshipSlots[relationship.name] { relationships[slot] = relationshipValues[oldSlot] }
-        }
-        var committedState = committed
-        if let state = committed {
-            var committedAttributes = attributes
-            for (slot, attribute) in entity.attributes.enumerated() {
-                if let oldSlot = old.attributeSlots[attribute.name] { committedAttributes[slot] = state.attributes[oldSlot] }
+    /// The declaration of each of `fields` (a class's own wrapper fields, in declaration
+    /// order) among `recorded`: the declarations of one source file, in source order,
+    /// matched to the fields in order by wrapper type. Source order is declaration order
+    /// whatever order an initialiser ran them in; one file holds a class's declarations,
+    /// and a declaration of another class (a managed object made by a default value)
+    /// is skipped. Recorded order is the fallback.
+    private static func match(_ fields: [ClassFields.Field], with recorded: [EntityDerivation.Declaration]) -> [EntityDerivation.Declaration?] {
+        func greedy(_ candidates: [EntityDerivation.Declaration]) -> [EntityDerivation.Declaration?] {
+            var next = candidates.startIndex
+            return fields.map { field in
+                while next < candidates.endIndex {
+                    let candidate = candidates[next]
+                    next += 1
+                    if candidate.wrapperType == field.wrapperType { return candidate }
+                }
+                return nil
             }
-            var committedRelationships = relationships
-            for (slot, relationship) in entity.relationships.enumerated() {
-                if let oldSlot = old.relationshipSlots[relationship.name] { committedRelationships[slot] = state.relationships[oldSlot] }
-            }
-            committedState = CommittedState(attributes: committedAttributes, relationships: committedRelationships)
         }
-        self.entity = entity
-        attributeValues = attributes
-        relationshipValues = relationships
-        committed = committedState
-    }
-}
-
-extension RelationshipStorage {
-    /// An empty value for `relationship`.
-    static func toOneOrEmpty(for relationship: RelationshipDescription) -> RelationshipStorage {
-        relationship.isToMany ? .toMany(ToManyStorage(isOrdered: relationship.isOrdered)) : .toOne(nil)
+        let byFile = Dictionary(grouping: recorded, by: \.site.file)
+        for file in byFile.keys.sorted() {
+            let inSourceOrder = byFile[file]!.sorted { ($0.site.line, $0.site.column) < ($1.site.line, $1.site.column) }
+            let matched = greedy(inSourceOrder)
+            if !matched.contains(where: { $0 == nil }) { return matched }
+        }
+        return greedy(recorded)
     }
 }

@@ -52,84 +52,96 @@ extension ManagedObject {
     /// when the object was a fault). Clears the modified flag.
     func apply(_ snapshot: ObjectSnapshot) {
         let wasFault = faultState != .fulfilled
+        let entity = _entity
         for (slot, attribute) in entity.attributes.enumerated() {
             if attribute.isTransient {
-                if wasFault { attributeValues[slot] = attribute.defaultValue }
+                if wasFault { storeAttribute(attribute.defaultValue, at: slot) }
             } else {
-                attributeValues[slot] = slot < snapshot.attributes.count ? snapshot.attributes[slot] : nil
+                storeAttribute(slot < snapshot.attributes.count ? snapshot.attributes[slot] : nil, at: slot)
             }
         }
         for (slot, relationship) in entity.relationships.enumerated() {
             let value = slot < snapshot.relationships.count ? snapshot.relationships[slot] : .notLoaded
-            relationshipValues[slot] = resolve(value, ordered: relationship.isOrdered)
+            storeRelationship(resolve(value, ordered: relationship.isOrdered), at: slot)
         }
         rowVersion = snapshot.version
-        committed = CommittedState(attributes: attributeValues, relationships: relationshipValues)
-        faultState = .fulfilled
+        dropCommittedCopy()
         faultFailure = nil
-        isModified = false
+        _bits = ObjectBits.settled(_bits & ~(ObjectBits.faultMask | ObjectBits.modified) | ObjectBits.saved)
     }
 
     /// The object's current persistent state, for a save. Transient attributes are nil.
     func makeSnapshot() -> ObjectSnapshot {
-        var attributes = attributeValues
-        for (slot, attribute) in entity.attributes.enumerated() where attribute.isTransient {
-            attributes[slot] = nil
+        let entity = _entity
+        var attributes: [AttributeValue?] = []
+        attributes.reserveCapacity(entity.attributes.count)
+        for (slot, attribute) in entity.attributes.enumerated() {
+            attributes.append(attribute.isTransient ? nil : attributeValue(at: slot))
         }
         return ObjectSnapshot(
             objectID: objectID, version: rowVersion, attributes: attributes,
-            relationships: relationshipValues.map(\.snapshot))
+            relationships: entity.relationships.indices.map { relationshipStorage(at: $0).snapshot })
     }
 
     /// The object's committed (last fetched or saved) state, or nil if it was never saved.
     func makeCommittedSnapshot() -> ObjectSnapshot? {
-        guard let committed else { return nil }
+        guard isSaved else { return nil }
+        let entity = _entity
         return ObjectSnapshot(
-            objectID: objectID, version: rowVersion, attributes: committed.attributes,
-            relationships: committed.relationships.map(\.snapshot))
+            objectID: objectID, version: rowVersion,
+            attributes: entity.attributes.indices.map { committedAttribute(at: $0) },
+            relationships: entity.relationships.indices.map { (committedRelationship(at: $0) ?? .notLoaded).snapshot })
     }
 
     /// Turns the object into a fault: its values (and the references they hold, which
     /// breaks relationship cycles) are released until the next access.
     func turnIntoFault() {
         willTurnIntoFault()
-        attributeValues = Array(repeating: nil, count: entity.attributes.count)
-        relationshipValues = entity.relationships.map { $0.isToMany ? .notLoaded : .toOne(nil) }
-        committed = nil
-        faultState = .fault
+        clearValues(toMany: .notLoaded)
+        dropCommittedCopy()
         faultFailure = nil
-        isModified = false
+        _bits = ObjectBits.settled(_bits & ~(ObjectBits.faultMask | ObjectBits.modified | ObjectBits.saved) | ObjectBits.fault)
         didTurnIntoFault()
+    }
+
+    /// Empties every value: attributes nil (their fields take their defaults), to-one
+    /// relationships nil, to-many ones `toMany` (not loaded, or empty).
+    func clearValues(toMany: RelationshipStorage?) {
+        let entity = _entity
+        for slot in entity.attributes.indices { storeAttribute(nil, at: slot) }
+        for (slot, relationship) in entity.relationships.enumerated() {
+            storeRelationship(relationship.isToMany ? toMany ?? .empty(for: relationship) : .toOne(nil), at: slot)
+        }
     }
 
     /// Makes the object a fault for `id` in `owner`'s context (a fetched or referenced
     /// row whose values have not been read).
-    func becomeFault(for id: ManagedObjectID, owner: any ManagedObjectOwner) {
-        objectID = id
+    func becomeFault(for id: ManagedObjectID, owner: ObjectOwner) {
+        assignID(id)
         self.owner = owner
-        attributeValues = Array(repeating: nil, count: entity.attributes.count)
-        relationshipValues = entity.relationships.map { $0.isToMany ? .notLoaded : .toOne(nil) }
-        committed = nil
-        faultState = .fault
+        if _entity.layout.usesDynamicStorage || !_entity.relationships.isEmpty { clearValues(toMany: .notLoaded) }
+        dropCommittedCopy()
         faultFailure = nil
-        isModified = false
+        _bits = ObjectBits.settled(_bits & ~(ObjectBits.faultMask | ObjectBits.modified | ObjectBits.saved) | ObjectBits.fault)
     }
 
     /// Records a save: the current values become the committed ones at `version`, with
     /// the permanent ID the store assigned.
     func didCommit(permanentID: ManagedObjectID?, version: UInt64) {
-        if let permanentID { objectID = permanentID }
+        if let permanentID { assignID(permanentID) }
         rowVersion = version
-        committed = CommittedState(attributes: attributeValues, relationships: relationshipValues)
-        insertedFlag = false
-        isModified = false
+        dropCommittedCopy()
+        _bits = ObjectBits.settled(_bits & ~(ObjectBits.inserted | ObjectBits.modified) | ObjectBits.saved)
     }
 
     /// Puts the committed values back (a rollback of this object's changes).
     func revertToCommitted() {
-        guard let committed else { return }
-        attributeValues = committed.attributes
-        relationshipValues = committed.relationships
+        guard isSaved else { return }
+        if let committed = committedCopy {
+            for (slot, value) in committed.attributes.enumerated() { storeAttribute(value, at: slot) }
+            for (slot, value) in committed.relationships.enumerated() { storeRelationship(value, at: slot) }
+            dropCommittedCopy()
+        }
         isModified = false
     }
 
@@ -148,17 +160,13 @@ extension ManagedObject {
     /// Loads a to-many relationship that is not loaded yet. False when it cannot be.
     @discardableResult
     func loadRelationshipIfNeeded(_ slot: Int) -> Bool {
-        guard fulfilIfNeeded(property: entity.relationships[slot].name) else { return false }
-        guard case .notLoaded = relationshipValues[slot] else { return true }
-        let relationship = entity.relationships[slot]
+        guard fulfilIfNeeded(property: _entity.relationships[slot].name) else { return false }
+        guard case .notLoaded = relationshipStorage(at: slot) else { return true }
+        let relationship = _entity.relationships[slot]
         guard let owner else { return false }
         do {
             let ids = try owner.destinations(of: self, relationship: relationship)
-            let storage = RelationshipStorage.toMany(
-                ToManyStorage(isOrdered: relationship.isOrdered, objects: ids.map { owner.object(for: $0) }))
-            relationshipValues[slot] = storage
-            // Loading is not a change: the committed value is what was loaded.
-            committed?.relationships[slot] = storage
+            setLoadedRelationship(ToManyStorage(isOrdered: relationship.isOrdered, objects: ids.map { owner.object(for: $0) }), at: slot)
             faultFailure = nil
             return true
         } catch {
@@ -169,5 +177,12 @@ extension ManagedObject {
             }
             return false
         }
+    }
+
+    /// Stores the destinations just read of to-many `slot`, which was not loaded. Loading
+    /// is not a change: the committed value is what was loaded.
+    func setLoadedRelationship(_ storage: ToManyStorage, at slot: Int) {
+        storeRelationship(.toMany(storage), at: slot)
+        side?.committed?.relationships[slot] = .toMany(storage)
     }
 }

@@ -53,7 +53,7 @@ extension ManagedObject {
     }
 
     private func toManySlot(_ key: String) throws(StrataError) -> Int {
-        guard let slot = entity.relationshipSlots[key], entity.relationships[slot].isToMany else {
+        guard let slot = entity.relationshipSlot(named: key), entity.relationships[slot].isToMany else {
             throw StrataError.unknownKey(key: key, entity: entity.name)
         }
         return slot
@@ -72,7 +72,7 @@ extension ManagedObject {
             return
         }
         try readForEdit(slot)
-        let current = relationshipValues[slot].objects
+        let current = relationshipStorage(at: slot).objects
         let incoming = ToManyStorage(isOrdered: false, objects: objects)
         let leaving = current.filter { !incoming.contains($0) }
         try readDestinationsForEdit(of: relationship, joining: objects, leaving: leaving)
@@ -89,7 +89,7 @@ extension ManagedObject {
     /// - Throws: the storage error of a read the change needs; nothing changed then.
     func setToOne(_ slot: Int, to object: ManagedObject?) throws(StrataError) {
         try readForEdit(slot)
-        guard case .toOne(let old) = relationshipValues[slot], old !== object else { return }
+        guard case .toOne(let old) = relationshipStorage(at: slot), old !== object else { return }
         let relationship = entity.relationships[slot]
         try readDestinationsForEdit(of: relationship, joining: object.map { [$0] } ?? [], leaving: old.map { [$0] } ?? [])
         if let old { old.unlinkInverse(of: relationship, from: self) }
@@ -118,7 +118,7 @@ extension ManagedObject {
     /// ``addDestination(_:slot:at:)`` once everything it touches was read.
     private func addDestinationRead(_ object: ManagedObject, slot: Int, at index: Int?) {
         let relationship = entity.relationships[slot]
-        if case .toMany(let storage) = relationshipValues[slot], storage.contains(object) {
+        if case .toMany(let storage) = relationshipStorage(at: slot), storage.contains(object) {
             // Already a member: only an ordered move can change anything.
             guard let index, relationship.isOrdered, storage.objects.firstIndex(where: { $0 === object }) != index else { return }
             removeMember(slot, object)
@@ -131,7 +131,7 @@ extension ManagedObject {
 
     /// ``removeDestination(_:slot:)`` once everything it touches was read.
     private func removeDestinationRead(_ object: ManagedObject, slot: Int) {
-        guard case .toMany(let storage) = relationshipValues[slot], storage.contains(object) else { return }
+        guard case .toMany(let storage) = relationshipStorage(at: slot), storage.contains(object) else { return }
         removeMember(slot, object)
         object.unlinkInverse(of: entity.relationships[slot], from: self)
     }
@@ -155,28 +155,28 @@ extension ManagedObject {
         of relationship: RelationshipDescription, joining: [ManagedObject], leaving: [ManagedObject]
     ) throws(StrataError) {
         for destination in leaving {
-            try destination.readForEdit(destination.entity.relationshipSlots[relationship.inverseName])
+            try destination.readForEdit(destination.entity.relationshipSlot(named: relationship.inverseName))
         }
         for destination in joining {
-            let inverse = destination.entity.relationshipSlots[relationship.inverseName]
+            let inverse = destination.entity.relationshipSlot(named: relationship.inverseName)
             try destination.readForEdit(inverse)
             guard let inverse, !destination.entity.relationships[inverse].isToMany,
-                  case .toOne(let previous?) = destination.relationshipValues[inverse], previous !== self
+                  case .toOne(let previous?) = destination.relationshipStorage(at: inverse), previous !== self
             else { continue }
-            try previous.readForEdit(previous.entity.relationshipSlots[relationship.name])
+            try previous.readForEdit(previous.entity.relationshipSlot(named: relationship.name))
         }
     }
 
     /// This object is now a destination of `source`'s `relationship`: point the inverse
     /// back at `source`. For a to-one inverse, the object leaves its previous source.
     private func linkInverse(of relationship: RelationshipDescription, to source: ManagedObject, at index: Int?) {
-        guard let slot = entity.relationshipSlots[relationship.inverseName] else { return }
+        guard let slot = entity.relationshipSlot(named: relationship.inverseName) else { return }
         fulfilIfNeeded(property: relationship.inverseName)
         if entity.relationships[slot].isToMany {
             loadRelationshipIfNeeded(slot)
             insertMember(slot, source, at: index)
         } else {
-            guard case .toOne(let previous) = relationshipValues[slot], previous !== source else { return }
+            guard case .toOne(let previous) = relationshipStorage(at: slot), previous !== source else { return }
             // One-to-one or many-to-one: the previous source loses this object.
             if let previous { previous.dropForward(relationship, to: self) }
             linkToOne(slot, source)
@@ -185,24 +185,24 @@ extension ManagedObject {
 
     /// This object stopped being a destination of `source`'s `relationship`.
     private func unlinkInverse(of relationship: RelationshipDescription, from source: ManagedObject) {
-        guard let slot = entity.relationshipSlots[relationship.inverseName] else { return }
+        guard let slot = entity.relationshipSlot(named: relationship.inverseName) else { return }
         fulfilIfNeeded(property: relationship.inverseName)
         if entity.relationships[slot].isToMany {
             loadRelationshipIfNeeded(slot)
             removeMember(slot, source)
-        } else if case .toOne(let current) = relationshipValues[slot], current === source {
+        } else if case .toOne(let current) = relationshipStorage(at: slot), current === source {
             linkToOne(slot, nil)
         }
     }
 
     /// `self`'s `relationship` no longer holds `object` (which moved to another source).
     private func dropForward(_ relationship: RelationshipDescription, to object: ManagedObject) {
-        guard let slot = entity.relationshipSlots[relationship.name] else { return }
+        guard let slot = entity.relationshipSlot(named: relationship.name) else { return }
         fulfilIfNeeded(property: relationship.name)
         if relationship.isToMany {
             loadRelationshipIfNeeded(slot)
             removeMember(slot, object)
-        } else if case .toOne(let current) = relationshipValues[slot], current === object {
+        } else if case .toOne(let current) = relationshipStorage(at: slot), current === object {
             linkToOne(slot, nil)
         }
     }
@@ -210,27 +210,27 @@ extension ManagedObject {
     // MARK: One side
 
     private func linkToOne(_ slot: Int, _ object: ManagedObject?) {
-        if case .toOne(let current) = relationshipValues[slot], current === object { return }
-        owner?.objectWillChange(self, key: entity.relationships[slot].name)
-        relationshipValues[slot] = .toOne(object)
+        if case .toOne(let current) = relationshipStorage(at: slot), current === object { return }
+        prepareChange(key: _entity.relationships[slot].name)
+        storeRelationship(.toOne(object), at: slot)
         isModified = true
     }
 
     private func insertMember(_ slot: Int, _ object: ManagedObject, at index: Int?) {
-        guard case .toMany(var storage) = relationshipValues[slot], !storage.contains(object) else { return }
-        owner?.objectWillChange(self, key: entity.relationships[slot].name)
-        relationshipValues[slot] = .notLoaded  // drop the reference so the insert does not copy
+        guard case .toMany(var storage) = relationshipStorage(at: slot), !storage.contains(object) else { return }
+        prepareChange(key: _entity.relationships[slot].name)
+        storeRelationship(.notLoaded, at: slot)  // drop the reference so the insert does not copy
         storage.insert(object, at: index)
-        relationshipValues[slot] = .toMany(storage)
+        storeRelationship(.toMany(storage), at: slot)
         isModified = true
     }
 
     private func removeMember(_ slot: Int, _ object: ManagedObject) {
-        guard case .toMany(var storage) = relationshipValues[slot], storage.contains(object) else { return }
-        owner?.objectWillChange(self, key: entity.relationships[slot].name)
-        relationshipValues[slot] = .notLoaded
+        guard case .toMany(var storage) = relationshipStorage(at: slot), storage.contains(object) else { return }
+        prepareChange(key: _entity.relationships[slot].name)
+        storeRelationship(.notLoaded, at: slot)
         storage.remove(object)
-        relationshipValues[slot] = .toMany(storage)
+        storeRelationship(.toMany(storage), at: slot)
         isModified = true
     }
 }

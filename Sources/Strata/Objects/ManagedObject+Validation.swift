@@ -10,6 +10,18 @@ extension ManagedObject {
             failures.append(ValidationFailure(objectID: objectID, key: key, reason: reason))
         }
         if let attribute = entity.attribute(named: key) {
+            // Most values need no conversion to be checked: a value of exactly the
+            // attribute's Swift type, of an attribute with no rules, can only fail by
+            // being missing. (A transformable or integer value is always converted: its
+            // encoding or its range is part of the check.)
+            if attribute.validation.isEmpty, let type = attribute.type.exactSwiftType {
+                guard let value else {
+                    if !attribute.isOptional { fail(.missingValue) }
+                    if !failures.isEmpty { throw StrataError.validation(failures) }
+                    return
+                }
+                if Swift.type(of: value) == type { return }
+            }
             let stored: AttributeValue?
             do {
                 stored = try attributeValue(from: value, for: attribute)
@@ -49,7 +61,7 @@ extension ManagedObject {
         var failures: [ValidationFailure] = []
         for (slot, relationship) in entity.relationships.enumerated() where relationship.deleteRule == .deny {
             if !loadRelationshipIfNeeded(slot) { try throwIfStorageFailed() }
-            let count = relationshipValues[slot].objects.count
+            let count = relationshipStorage(at: slot).count
             if count > 0 {
                 failures.append(ValidationFailure(objectID: objectID, key: relationship.name, reason: .deleteDenied(count: count)))
             }
@@ -61,9 +73,12 @@ extension ManagedObject {
     /// Runs ``validateValue(_:forKey:)`` for every property and gathers the failures.
     func validateAllProperties() throws {
         var failures: [ValidationFailure] = []
-        for name in entity.attributes.map(\.name) + entity.relationships.map(\.name) {
+        let entity = entity
+        let count = entity.attributes.count
+        for index in 0..<(count + entity.relationships.count) {
+            let name = index < count ? entity.attributes[index].name : entity.relationships[index - count].name
             do {
-                try validateValue(try value(forKey: name), forKey: name)
+                try validateValue(try value(ofSlot: index, attributeCount: count), forKey: name)
             } catch StrataError.validation(let found) {
                 failures += found
             } catch StrataError.storage(let failure) {
@@ -73,6 +88,18 @@ extension ManagedObject {
             }
         }
         if !failures.isEmpty { throw StrataError.validation(failures) }
+    }
+
+    /// ``value(forKey:)`` by slot: attribute slots first, then relationship slots.
+    private func value(ofSlot index: Int, attributeCount: Int) throws(StrataError) -> Any? {
+        if index < attributeCount {
+            guard fulfilIfNeeded(property: entity.attributes[index].name) else { throw inaccessibleError }
+            guard let value = attributeValue(at: index) else { return nil }
+            return try swiftValue(value, of: entity.attributes[index])
+        }
+        let slot = index - attributeCount
+        guard loadRelationshipIfNeeded(slot) else { throw inaccessibleError }
+        return swiftValue(relationshipStorage(at: slot), of: entity.relationships[slot])
     }
 
     /// The model's rules for one attribute value.
@@ -140,5 +167,28 @@ final class PatternCache: Sendable {
         guard let expression else { return false }
         let range = NSRange(string.startIndex..., in: string)
         return expression.firstMatch(in: string, options: [], range: range) != nil
+    }
+}
+
+extension AttributeType {
+    /// The one Swift type ``ManagedObject/value(forKey:)`` returns for the type, when a
+    /// value of it needs no further check (a value of the integer type of the attribute's
+    /// width is always in range; a transformable value needs its encoding checked).
+    var exactSwiftType: Any.Type? {
+        switch self {
+        case .double: Double.self
+        case .float: Float.self
+        case .boolean: Bool.self
+        case .string: String.self
+        case .date: Date.self
+        case .binaryData: Data.self
+        case .uuid: UUID.self
+        case .uri: URL.self
+        case .decimal: Decimal.self
+        case .integer16: Int16.self
+        case .integer32: Int32.self
+        case .integer64: Int64.self
+        case .transformable: nil
+        }
     }
 }

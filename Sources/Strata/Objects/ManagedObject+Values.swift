@@ -13,16 +13,16 @@ extension ManagedObject {
     /// - Throws: ``StrataError/unknownKey(key:entity:)`` for a key the entity lacks;
     ///   ``StrataError/inaccessibleFault(_:)`` when the object's row no longer exists.
     public func value(forKey key: String) throws(StrataError) -> Any? {
-        if let slot = entity.attributeSlots[key] {
+        if let slot = _entity.attributeSlot(named: key) {
             guard fulfilIfNeeded(property: key) else { throw inaccessibleError }
-            guard let value = attributeValues[slot] else { return nil }
-            return try swiftValue(value, of: entity.attributes[slot])
+            guard let value = attributeValue(at: slot) else { return nil }
+            return try swiftValue(value, of: _entity.attributes[slot])
         }
-        if let slot = entity.relationshipSlots[key] {
+        if let slot = _entity.relationshipSlot(named: key) {
             guard loadRelationshipIfNeeded(slot) else { throw inaccessibleError }
-            return swiftValue(relationshipValues[slot], of: entity.relationships[slot])
+            return swiftValue(relationshipStorage(at: slot), of: _entity.relationships[slot])
         }
-        throw StrataError.unknownKey(key: key, entity: entity.name)
+        throw StrataError.unknownKey(key: key, entity: _entity.name)
     }
 
     /// Sets the property named `key` to `value`, of exactly the type ``value(forKey:)``
@@ -40,19 +40,19 @@ extension ManagedObject {
     ///   relationship or inverse side the change touches, cannot be read. Nothing changes
     ///   when it throws.
     public func setValue(_ value: Any?, forKey key: String) throws(StrataError) {
-        if let slot = entity.attributeSlots[key] {
-            let attribute = entity.attributes[slot]
+        if let slot = _entity.attributeSlot(named: key) {
+            let attribute = _entity.attributes[slot]
             let converted = try attributeValue(from: value, for: attribute)
             if !fulfilIfNeeded(property: key) { try throwIfStorageFailed() }
             writeAttribute(slot, converted)
             return
         }
-        if let slot = entity.relationshipSlots[key] {
-            let objects = try destinationObjects(from: value, for: entity.relationships[slot])
+        if let slot = _entity.relationshipSlot(named: key) {
+            let objects = try destinationObjects(from: value, for: _entity.relationships[slot])
             try setRelationship(slot, to: objects)
             return
         }
-        throw StrataError.unknownKey(key: key, entity: entity.name)
+        throw StrataError.unknownKey(key: key, entity: _entity.name)
     }
 
     /// The persistent properties whose values changed since the object was last fetched
@@ -61,15 +61,16 @@ extension ManagedObject {
     /// nil or empty.
     public func changedValues() -> [String: Any?] {
         guard faultState == .fulfilled else { return [:] }
+        if isSaved && committedCopy == nil { return [:] }  // nothing changed since it was read
         var changes: [String: Any?] = [:]
-        for (slot, attribute) in entity.attributes.enumerated() where !attribute.isTransient {
-            let current = attributeValues[slot]
-            if current != committed?.attributes[slot] ?? nil {
+        for (slot, attribute) in _entity.attributes.enumerated() where !attribute.isTransient {
+            let current = attributeValue(at: slot)
+            if current != committedAttribute(at: slot) {
                 changes[attribute.name] = current.flatMap { try? swiftValue($0, of: attribute) }
             }
         }
-        for (slot, relationship) in entity.relationships.enumerated() where relationshipChanged(slot) {
-            changes[relationship.name] = swiftValue(relationshipValues[slot], of: relationship)
+        for (slot, relationship) in _entity.relationships.enumerated() where relationshipChanged(slot) {
+            changes[relationship.name] = swiftValue(relationshipStorage(at: slot), of: relationship)
         }
         return changes
     }
@@ -79,25 +80,112 @@ extension ManagedObject {
     ///
     /// - Throws: ``StrataError/unknownKey(key:entity:)`` for a key the entity lacks.
     public func committedValues(forKeys keys: [String]?) throws(StrataError) -> [String: Any?] {
-        let names = keys ?? entity.attributes.map(\.name) + entity.relationships.map(\.name)
-        for key in names where entity.attributeSlots[key] == nil && entity.relationshipSlots[key] == nil {
-            throw StrataError.unknownKey(key: key, entity: entity.name)
+        let names = keys ?? _entity.attributes.map(\.name) + _entity.relationships.map(\.name)
+        for key in names where _entity.attributeSlot(named: key) == nil && _entity.relationshipSlot(named: key) == nil {
+            throw StrataError.unknownKey(key: key, entity: _entity.name)
         }
         guard fulfilIfNeeded() else { throw inaccessibleError }
         var values: [String: Any?] = [:]
         for key in names {
-            if let slot = entity.attributeSlots[key] {
-                guard let committed else { continue }
-                values[key] = try committed.attributes[slot].map { value throws(StrataError) in
-                    try swiftValue(value, of: entity.attributes[slot])
+            if let slot = _entity.attributeSlot(named: key) {
+                guard isSaved else { continue }
+                values[key] = try committedAttribute(at: slot).map { value throws(StrataError) in
+                    try swiftValue(value, of: _entity.attributes[slot])
                 }
-            } else if let slot = entity.relationshipSlots[key] {
+            } else if let slot = _entity.relationshipSlot(named: key) {
                 loadRelationshipIfNeeded(slot)
-                guard let committed else { continue }
-                values[key] = swiftValue(committed.relationships[slot], of: entity.relationships[slot])
+                guard isSaved, let committed = committedRelationship(at: slot) else { continue }
+                values[key] = swiftValue(committed, of: _entity.relationships[slot])
             }
         }
         return values
+    }
+
+    // MARK: Slots
+
+    /// The value of attribute `slot`, in its stored form.
+    func attributeValue(at slot: Int) -> AttributeValue? {
+        if _bits & ObjectBits.nilOverrides != 0, side?.nilAttributes.contains(slot) == true { return nil }
+        switch _entity.layout.attributes[slot] {
+        case .field(let offset, let type): return readField(at: offset, type)
+        case .dynamic(let index): return side?.attributes[index] ?? nil
+        }
+    }
+
+    /// Stores `value` in attribute `slot`, with no change tracking. A nil that the typed
+    /// field cannot hold is recorded in the side state, and the field takes the
+    /// attribute's default value (what its typed accessor then reads).
+    func storeAttribute(_ value: AttributeValue?, at slot: Int) {
+        let layout = _entity.layout
+        switch layout.attributes[slot] {
+        case .field(let offset, let type):
+            if writeField(value, at: offset, type) {
+                if _bits & ObjectBits.nilOverrides != 0, let side {
+                    side.nilAttributes.remove(slot)
+                    if side.nilAttributes.isEmpty { setFlag(ObjectBits.nilOverrides, false) }
+                }
+            } else {
+                _ = writeField(layout.defaults[slot], at: offset, type)
+                sideState.nilAttributes.insert(slot)
+                setFlag(ObjectBits.nilOverrides, true)
+            }
+        case .dynamic(let index):
+            sideState.attributes[index] = value
+        }
+    }
+
+    /// The value of relationship `slot`.
+    func relationshipStorage(at slot: Int) -> RelationshipStorage {
+        switch _entity.layout.relationships[slot] {
+        case .field(let offset): return relationshipField(at: offset).pointee
+        case .dynamic(let index): return side?.relationships[index] ?? .notLoaded
+        }
+    }
+
+    /// Stores `value` in relationship `slot`, with no change tracking.
+    func storeRelationship(_ value: RelationshipStorage, at slot: Int) {
+        switch _entity.layout.relationships[slot] {
+        case .field(let offset): relationshipField(at: offset).pointee = value
+        case .dynamic(let index): sideState.relationships[index] = value
+        }
+    }
+
+    /// The copy of the committed values, made when a saved object first changed.
+    var committedCopy: CommittedState? { side?.committed }
+
+    /// The value attribute `slot` had when the object was last fetched or saved; nil for
+    /// an object never saved.
+    func committedAttribute(at slot: Int) -> AttributeValue? {
+        if let copy = side?.committed { return copy.attributes[slot] }
+        return isSaved ? attributeValue(at: slot) : nil
+    }
+
+    /// The value relationship `slot` had when the object was last fetched or saved; nil
+    /// for an object never saved.
+    func committedRelationship(at slot: Int) -> RelationshipStorage? {
+        if let copy = side?.committed { return copy.relationships[slot] }
+        return isSaved ? relationshipStorage(at: slot) : nil
+    }
+
+    /// Called before any value of the object changes: a saved object keeps a copy of the
+    /// values it was read or saved with (until then they are its current values).
+    func keepCommittedValues() {
+        guard _bits & ObjectBits.saved != 0, side?.committed == nil else { return }
+        sideState.committed = CommittedState(
+            attributes: _entity.attributes.indices.map(attributeValue(at:)),
+            relationships: _entity.relationships.indices.map(relationshipStorage(at:)))
+    }
+
+    /// Drops the copy of the committed values (the current ones are committed now).
+    func dropCommittedCopy() {
+        side?.committed = nil
+    }
+
+    /// Tells the owner that property `key` is about to change (the object still has its
+    /// old value), keeping the committed values first.
+    func prepareChange(key: String) {
+        keepCommittedValues()
+        _owner?.objectWillChange(self, key: key)
     }
 
     // MARK: Primitive writes
@@ -115,28 +203,30 @@ extension ManagedObject {
             if let owner {
                 owner.editFailed(self, key: key, error: error)
             } else {
-                rareState.failedEdits.removeAll { $0.key == key }
-                rareState.failedEdits.append((key, error))
+                var edits = pendingFailedEdits
+                edits.removeAll { $0.key == key }
+                edits.append((key, error))
+                pendingFailedEdits = edits
             }
         }
     }
 
     /// Sets an attribute slot, recording the change; no-op when the value is unchanged.
     func writeAttribute(_ slot: Int, _ value: AttributeValue?) {
-        guard attributeValues[slot] != value else { return }
-        if owner == nil, let rare, !rare.failedEdits.isEmpty {
-            let name = entity.attributes[slot].name
-            rare.failedEdits.removeAll { $0.key == name }   // set again: the failed edit no longer matters
+        guard attributeValue(at: slot) != value else { return }
+        let name = _entity.attributes[slot].name
+        if owner == nil, _bits & ObjectBits.failedEdits != 0 {
+            pendingFailedEdits = pendingFailedEdits.filter { $0.key != name }   // set again: the failed edit no longer matters
         }
-        owner?.objectWillChange(self, key: entity.attributes[slot].name)
-        attributeValues[slot] = value
+        prepareChange(key: name)
+        storeAttribute(value, at: slot)
         isModified = true
     }
 
     /// Whether relationship `slot` differs from its committed value.
     func relationshipChanged(_ slot: Int) -> Bool {
-        let current = relationshipValues[slot]
-        let old = committed?.relationships[slot]
+        let current = relationshipStorage(at: slot)
+        let old = committedRelationship(at: slot)
         switch (current, old) {
         case (.notLoaded, _): return false
         case (.toOne(let object), nil): return object != nil
@@ -172,12 +262,12 @@ extension ManagedObject {
                 return try TransformableCoding.decode(type, from: data)
             } catch {
                 throw StrataError.corruptRecord(
-                    entity: entity.name, primaryKey: objectID.primaryKey?.rawValue ?? 0,
+                    entity: entity.name, primaryKey: hasTemporaryID ? 0 : rowKey,
                     reason: "\(attribute.name) does not decode as \(attribute.type): \(error)")
             }
         default:
             throw StrataError.corruptRecord(
-                entity: entity.name, primaryKey: objectID.primaryKey?.rawValue ?? 0,
+                entity: entity.name, primaryKey: hasTemporaryID ? 0 : rowKey,
                 reason: "\(attribute.name) holds \(value), not a \(attribute.type)")
         }
     }
@@ -360,4 +450,13 @@ enum TransformableCoding {
         }
         return try open(type)
     }
+}
+
+extension ManagedObject {
+    /// Every attribute value by slot, in stored form: a copy, for tests and diagnostics
+    /// (the library reads one slot at a time, ``attributeValue(at:)``).
+    var attributeValues: [AttributeValue?] { _entity.attributes.indices.map(attributeValue(at:)) }
+
+    /// Every relationship value by slot: a copy, for tests and diagnostics.
+    var relationshipValues: [RelationshipStorage] { _entity.relationships.indices.map(relationshipStorage(at:)) }
 }

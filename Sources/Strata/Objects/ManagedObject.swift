@@ -27,66 +27,32 @@ import Foundation
 ///
 /// Objects are equal only to themselves (identity), as a context keeps one instance per
 /// object ID.
+///
+/// ## Layout
+///
+/// An object is a small header (its state flags, its row's store, primary key and
+/// version, its context and its entity) followed by its subclass's fields: each
+/// `@Attribute` keeps its value in its own typed field, so a typed read is a flag test
+/// and a field load. What few objects need (a committed copy of a saved object that
+/// changed, a read failure, the values of an entity used through key-value access) lives
+/// in a side allocation made when needed. The ``objectID`` is made when asked for.
 open class ManagedObject: Hashable, CustomStringConvertible {
-    /// The object's identity: temporary until it is saved, then permanent.
-    ///
-    /// In a parent–child tree of contexts, an object that was inserted in one context
-    /// and saved up to the root reads its permanent ID in every context of the tree that
-    /// has it registered, as soon as the root's save returns.
-    public internal(set) var objectID: ManagedObjectID {
-        get {
-            // A temporary ID may have become permanent in another context of the tree.
-            if storedObjectID.isTemporaryID, let owner { owner.adoptPermanentIDsIfNeeded() }
-            return storedObjectID
-        }
-        set { storedObjectID = newValue }
-    }
-    /// The ID as last set.
-    var storedObjectID: ManagedObjectID
-    /// The object's entity.
-    public internal(set) var entity: EntityDescription
-
-    /// The context's object store (nil when the object is in no context). Weak: a
-    /// context holds its objects, never the other way round.
-    weak var owner: (any ManagedObjectOwner)?
-    /// Attribute values by slot (see ``EntityDescription/attributes``).
-    var attributeValues: [AttributeValue?]
-    /// Relationship values by slot (see ``EntityDescription/relationships``).
-    var relationshipValues: [RelationshipStorage]
-    /// The values as last fetched or saved; nil for an object never saved.
-    var committed: CommittedState?
+    /// The state flags (``ObjectBits``): read by the typed accessors' fast paths.
+    @usableFromInline var _bits: UInt32
+    /// The number of the row's store (``StoreNumbers``); 0 for a temporary ID.
+    var storeNumber: UInt32 = 0
+    /// The row's primary key; for a temporary ID, its serial (0 until one is needed).
+    var rowKey: UInt64 = 0
     /// The row version the committed values were read at (0: never saved).
     var rowVersion: UInt64 = 0
-    var faultState: FaultState = .fulfilled
-    /// Why the last attempt to read the object's values (or a to-many relationship's
-    /// destinations) failed, when the store could not be read (an I/O error, a full
-    /// reader table, a terminal store): the object stays a fault, and accessors report
-    /// this instead of an inaccessible fault. Nil once a read succeeds.
-    var faultFailure: StrataError? {
-        get { rare?.faultFailure }
-        set {
-            guard newValue != nil || rare != nil else { return }
-            rareState.faultFailure = newValue
-        }
-    }
-    /// State few objects ever have (a storage failure, an edit that did not happen), in a
-    /// side allocation: one word per object instead of an optional error's 72 bytes each
-    /// (DESIGN.md, "Object layout and cost").
-    var rare: RareObjectState?
-    /// ``rare``, made when needed.
-    var rareState: RareObjectState {
-        if let rare { return rare }
-        let made = RareObjectState()
-        rare = made
-        return made
-    }
-    /// Whether a property was set since the last save (persistent or transient).
-    var isModified = false
-    var insertedFlag = false
-    var deletedFlag = false
-    /// Which change sets of the context's next ObjectsDidChange notification the object
-    /// is already in (``ChangeEvent``): a bit per set, so recording a change is O(1).
-    var eventMarks: UInt8 = 0
+    /// The context's object graph (or a key-path recorder) that registered the object;
+    /// nil when the object is in no context. Weak: a context holds its objects, never the
+    /// other way round.
+    weak var _owner: ObjectOwner?
+    /// See ``entity``.
+    private(set) var _entity: EntityDescription
+    /// What few objects need (``ObjectSide``).
+    var side: ObjectSide?
 
     /// A new object of `entity` with its default values and a temporary ID, in no context.
     ///
@@ -95,15 +61,155 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// ``entity()``. Subclasses that add a designated initialiser must also implement
     /// this one: contexts create objects through it.
     public required init(entity: EntityDescription) {
-        self.entity = entity
-        storedObjectID = ManagedObjectID(temporaryFor: entity.name)
-        attributeValues = entity.attributes.map(\.defaultValue)
-        relationshipValues = entity.relationships.map { $0.isToMany ? .toMany(ToManyStorage(isOrdered: $0.isOrdered)) : .toOne(nil) }
+        _entity = entity
+        let layout = entity.layout
+        _bits = ObjectBits.settled(ObjectBits.temporary | (layout.typedFieldsAreExact ? 0 : ObjectBits.inexactFields))
+        if layout.usesDynamicStorage {
+            let side = ObjectSide()
+            side.attributes = Array(repeating: nil, count: layout.dynamicAttributeCount)
+            side.relationships = Array(repeating: .notLoaded, count: layout.dynamicRelationshipCount)
+            self.side = side
+            for (slot, place) in layout.attributes.enumerated() {
+                if case .dynamic(let index) = place { side.attributes[index] = layout.defaults[slot] }
+            }
+            for (slot, place) in layout.relationships.enumerated() {
+                if case .dynamic(let index) = place { side.relationships[index] = .empty(for: entity.relationships[slot]) }
+            }
+        }
+        if layout.writesDefaultsAtInit {
+            for (slot, place) in layout.attributes.enumerated() {
+                if case .field = place { storeAttribute(layout.defaults[slot], at: slot) }
+            }
+        }
     }
 
     /// A new object of the subclass's entity (``entity()``) with its default values.
     public convenience init() {
         self.init(entity: Self.entity())
+    }
+
+    deinit {
+        if _bits & ObjectBits.owned != 0, let owner = _owner { owner.objectWillDeinit(key: identityKey, object: ObjectIdentifier(self)) }
+    }
+
+    // MARK: Identity
+
+    /// The object's identity: temporary until it is saved, then permanent.
+    ///
+    /// In a parent–child tree of contexts, an object that was inserted in one context
+    /// and saved up to the root reads its permanent ID in every context of the tree that
+    /// has it registered, as soon as the root's save returns.
+    public internal(set) var objectID: ManagedObjectID {
+        get {
+            if _bits & ObjectBits.temporary != 0 {
+                // A temporary ID may have become permanent in another context of the tree.
+                if let owner = _owner { owner.adoptPermanentIDsIfNeeded() }
+                if _bits & ObjectBits.temporary != 0 {
+                    return ManagedObjectID(temporary: temporaryUUID, entityName: _entity.name)
+                }
+            }
+            return ManagedObjectID(storeNumber: storeNumber, entityName: _entity.name, primaryKey: rowKey)
+        }
+        set { assignID(newValue) }
+    }
+
+    /// The ID as last assigned, without adopting a permanent ID made elsewhere in the tree.
+    var storedObjectID: ManagedObjectID {
+        _bits & ObjectBits.temporary != 0
+            ? ManagedObjectID(temporary: temporaryUUID, entityName: _entity.name)
+            : ManagedObjectID(storeNumber: storeNumber, entityName: _entity.name, primaryKey: rowKey)
+    }
+
+    /// Whether the object's ID is temporary (it was never saved).
+    var hasTemporaryID: Bool { _bits & ObjectBits.temporary != 0 }
+
+    /// The UUID of the object's temporary ID.
+    private var temporaryUUID: UUID {
+        if let foreign = side?.temporaryUUID { return foreign }
+        return TemporaryIDs.uuid(serial: temporarySerial)
+    }
+
+    /// The serial of the object's temporary ID, made at first need.
+    private var temporarySerial: UInt64 {
+        if rowKey == 0 { rowKey = TemporaryIDs.nextSerial() }
+        return rowKey
+    }
+
+    /// Gives the object `id` (its permanent ID after a save, or the ID of the row it
+    /// stands for). The owner's registration is the owner's to move.
+    func assignID(_ id: ManagedObjectID) {
+        switch id.identity {
+        case .permanent(let store, let key):
+            storeNumber = StoreNumbers.number(for: store)
+            rowKey = key
+            _bits &= ~ObjectBits.temporary
+            side?.temporaryUUID = nil
+        case .temporary(let uuid):
+            storeNumber = 0
+            _bits |= ObjectBits.temporary
+            if let serial = TemporaryIDs.serial(of: uuid) {
+                rowKey = serial
+                side?.temporaryUUID = nil
+            } else {
+                rowKey = 0
+                sideState.temporaryUUID = uuid
+            }
+        }
+    }
+
+    /// The key the object is registered under in its owner's identity map.
+    var identityKey: ObjectIdentityKey {
+        if _bits & ObjectBits.temporary != 0 { return ObjectIdentityKey(temporary: temporaryUUID) }
+        return ObjectIdentityKey(store: storeNumber, entity: _entity.nameNumber, primaryKey: rowKey)
+    }
+
+    /// The object's entity.
+    public var entity: EntityDescription { _entity }
+
+    /// Moves the object to `entity`, the same entity as described by a context's model
+    /// (an object made with `Note()` carries its class's own description): values move
+    /// by property name; properties the new description lacks are dropped. When both
+    /// descriptions keep every slot in the same field, nothing moves.
+    func adopt(_ entity: EntityDescription) {
+        let old = _entity
+        guard old !== entity else { return }
+        if entity.layout.holdsSlotsLike(old.layout) {
+            _entity = entity
+            return
+        }
+        let attributes = entity.attributes.map { attribute in
+            old.attributeSlots[attribute.name].map { attributeValue(at: $0) } ?? attribute.defaultValue
+        }
+        let relationships = entity.relationships.map { relationship in
+            old.relationshipSlots[relationship.name].map { relationshipStorage(at: $0) } ?? .empty(for: relationship)
+        }
+        var committedState: CommittedState?
+        if let state = committedCopy ?? (isSaved ? CommittedState(attributes: old.attributes.indices.map(attributeValue(at:)),
+                                                                  relationships: old.relationships.indices.map(relationshipStorage(at:))) : nil) {
+            committedState = CommittedState(
+                attributes: entity.attributes.enumerated().map { slot, attribute in
+                    old.attributeSlots[attribute.name].map { state.attributes[$0] } ?? attributes[slot]
+                },
+                relationships: entity.relationships.enumerated().map { slot, relationship in
+                    old.relationshipSlots[relationship.name].map { state.relationships[$0] } ?? relationships[slot]
+                })
+        }
+        _entity = entity
+        let layout = entity.layout
+        _bits = ObjectBits.settled(_bits & ~ObjectBits.inexactFields | (layout.typedFieldsAreExact ? 0 : ObjectBits.inexactFields))
+        if layout.usesDynamicStorage {
+            sideState.attributes = Array(repeating: nil, count: layout.dynamicAttributeCount)
+            sideState.relationships = Array(repeating: .notLoaded, count: layout.dynamicRelationshipCount)
+        } else if let side {
+            side.attributes = []
+            side.relationships = []
+        }
+        side?.nilAttributes = []
+        _bits = ObjectBits.settled(_bits & ~ObjectBits.nilOverrides)
+        for (slot, value) in attributes.enumerated() { storeAttribute(value, at: slot) }
+        for (slot, value) in relationships.enumerated() { storeRelationship(value, at: slot) }
+        if let side { side.committed = committedState }
+        else if committedState != nil { sideState.committed = committedState }
     }
 
     // MARK: Entity of a subclass
@@ -124,17 +230,19 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     // MARK: State
 
     /// Whether the object was inserted into its context and not saved yet.
-    public var isInserted: Bool { insertedFlag }
+    public var isInserted: Bool { _bits & ObjectBits.inserted != 0 }
 
     /// Whether the object will be deleted from the store at the next save.
-    public var isDeleted: Bool { deletedFlag }
+    public var isDeleted: Bool { _bits & ObjectBits.deleted != 0 }
 
     /// Whether the object, registered in a context, was changed since it was last
     /// fetched or saved (transient changes included: see ``hasPersistentChangedValues``).
-    public var isUpdated: Bool { isModified && !insertedFlag && !deletedFlag && owner != nil }
+    public var isUpdated: Bool {
+        _bits & (ObjectBits.modified | ObjectBits.inserted | ObjectBits.deleted) == ObjectBits.modified && _owner != nil
+    }
 
     /// Whether the object is inserted, updated or deleted.
-    public var hasChanges: Bool { insertedFlag || deletedFlag || isUpdated }
+    public var hasChanges: Bool { _bits & (ObjectBits.inserted | ObjectBits.deleted) != 0 || isUpdated }
 
     /// Whether the object's values have not been read yet. Reading ``objectID`` does not
     /// change this; reading any property does.
@@ -143,10 +251,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Whether a persistent (non-transient) property differs from its committed value.
     public var hasPersistentChangedValues: Bool {
         guard faultState == .fulfilled else { return false }
-        for (slot, attribute) in entity.attributes.enumerated() where !attribute.isTransient {
-            if attributeValues[slot] != committed?.attributes[slot] ?? nil { return true }
+        if isSaved && committedCopy == nil { return false }  // nothing changed since it was read
+        for (slot, attribute) in _entity.attributes.enumerated() where !attribute.isTransient {
+            if attributeValue(at: slot) != committedAttribute(at: slot) { return true }
         }
-        for slot in entity.relationships.indices where relationshipChanged(slot) { return true }
+        for slot in _entity.relationships.indices where relationshipChanged(slot) { return true }
         return false
     }
 
@@ -173,7 +282,6 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Called after the object was turned into a fault; its values are released.
     open func didTurnIntoFault() {}
-
 
     // MARK: Validation
 
@@ -233,28 +341,97 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 }
 
-/// The values of an object as last fetched or saved.
-/// What an object rarely needs to remember (see ``ManagedObject/rare``).
-final class RareObjectState {
-    /// See ``ManagedObject/faultFailure``.
-    var faultFailure: StrataError?
-    /// Edits asked for through setters that cannot throw and that did not happen while
-    /// the object was in no context (a value that cannot be stored): its context takes
-    /// them over when the object is inserted, and its next save fails with the first.
-    var failedEdits: [(key: String, error: StrataError)] = []
-}
+// MARK: - State, for the owner
 
-struct CommittedState {
-    var attributes: [AttributeValue?]
-    var relationships: [RelationshipStorage]
-}
+extension ManagedObject {
+    /// Sets or clears `flag`, keeping the summary flags in step.
+    @inline(__always)
+    func setFlag(_ flag: UInt32, _ on: Bool) {
+        _bits = ObjectBits.settled(on ? _bits | flag : _bits & ~flag)
+    }
 
-/// Whether an object's values are in memory.
-enum FaultState {
-    /// Values are in memory.
-    case fulfilled
-    /// Only the ID is known; the first property access reads the values.
-    case fault
-    /// Fulfilment failed (the row is gone): reads return nil or defaults.
-    case inaccessible
+    /// The side state, made when needed.
+    var sideState: ObjectSide {
+        if let side { return side }
+        let made = ObjectSide()
+        side = made
+        return made
+    }
+
+    /// The owner (see ``_owner``). Setting it registers nothing: owners register objects
+    /// in their own identity maps.
+    var owner: ObjectOwner? {
+        get { _owner }
+        set {
+            _owner = newValue
+            setFlag(ObjectBits.owned, newValue != nil)
+        }
+    }
+
+    /// Whether the object's values are in memory.
+    var faultState: FaultState {
+        get {
+            switch _bits & ObjectBits.faultMask {
+            case ObjectBits.fault: .fault
+            case ObjectBits.inaccessible: .inaccessible
+            default: .fulfilled
+            }
+        }
+        set {
+            let state: UInt32 = switch newValue {
+            case .fulfilled: 0
+            case .fault: ObjectBits.fault
+            case .inaccessible: ObjectBits.inaccessible
+            }
+            _bits = ObjectBits.settled(_bits & ~ObjectBits.faultMask | state)
+        }
+    }
+
+    var insertedFlag: Bool {
+        get { _bits & ObjectBits.inserted != 0 }
+        set { setFlag(ObjectBits.inserted, newValue) }
+    }
+
+    var deletedFlag: Bool {
+        get { _bits & ObjectBits.deleted != 0 }
+        set { setFlag(ObjectBits.deleted, newValue) }
+    }
+
+    /// Whether a property was set since the last save (persistent or transient).
+    var isModified: Bool {
+        get { _bits & ObjectBits.modified != 0 }
+        set { setFlag(ObjectBits.modified, newValue) }
+    }
+
+    /// Whether the object has a committed state (it was fetched or saved).
+    var isSaved: Bool { _bits & ObjectBits.saved != 0 }
+
+    /// Which change sets of the context's next ObjectsDidChange notification the object
+    /// is already in (``ChangeEvent``): a bit per set, so recording a change is O(1).
+    var eventMarks: UInt8 {
+        get { UInt8(truncatingIfNeeded: (_bits & ObjectBits.eventMask) >> ObjectBits.eventShift) }
+        set { _bits = _bits & ~ObjectBits.eventMask | UInt32(newValue) << ObjectBits.eventShift }
+    }
+
+    /// Why the last attempt to read the object's values (or a to-many relationship's
+    /// destinations) failed, when the store could not be read (an I/O error, a full
+    /// reader table, a terminal store): the object stays a fault, and accessors report
+    /// this instead of an inaccessible fault. Nil once a read succeeds.
+    var faultFailure: StrataError? {
+        get { side?.faultFailure }
+        set {
+            guard newValue != nil || side?.faultFailure != nil else { return }
+            sideState.faultFailure = newValue
+        }
+    }
+
+    /// Edits that failed while the object was in no context (see ``ObjectSide/failedEdits``).
+    var pendingFailedEdits: [(key: String, error: StrataError)] {
+        get { side?.failedEdits ?? [] }
+        set {
+            guard !newValue.isEmpty || side?.failedEdits.isEmpty == false else { return }
+            sideState.failedEdits = newValue
+            setFlag(ObjectBits.failedEdits, !newValue.isEmpty)
+        }
+    }
 }

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// The identity of a managed object: which entity, and which row of which store.
 ///
@@ -48,6 +47,19 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
     init(store: UUID, entityName: String, primaryKey: PrimaryKey) {
         self.entityName = entityName
         identity = .permanent(store: store, primaryKey: primaryKey.rawValue)
+    }
+
+    /// The permanent ID of row `primaryKey` of `entityName` in the store numbered
+    /// `storeNumber` (``StoreNumbers``).
+    init(storeNumber: UInt32, entityName: String, primaryKey: UInt64) {
+        self.entityName = entityName
+        identity = .permanent(store: StoreNumbers.uuid(storeNumber), primaryKey: primaryKey)
+    }
+
+    /// The temporary ID `uuid` of an object of `entityName`.
+    init(temporary uuid: UUID, entityName: String) {
+        self.entityName = entityName
+        identity = .temporary(uuid)
     }
 
     /// Whether the object has not been saved yet (its ID will change when it is).
@@ -179,29 +191,5 @@ extension ManagedObjectID: Codable {
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(uriRepresentation.absoluteString)
-    }
-}
-
-/// The UUIDs of temporary IDs: 8 random bytes drawn once per process, then a counter.
-///
-/// Unique in this process (the counter) and, with overwhelming odds, beyond it (the
-/// random half). `UUID()` reads the system's random source on every call, which cost
-/// a third of inserting an object in the bulk-import benchmark.
-enum TemporaryIDs {
-    private static let prefix: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) = {
-        let random = UUID().uuid
-        return (random.0, random.1, random.2, random.3, random.4, random.5, random.6, random.7)
-    }()
-    private static let counter = Atomic<UInt64>(0)
-
-    /// The next temporary UUID.
-    static func next() -> UUID {
-        let n = counter.add(1, ordering: .relaxed).newValue
-        let p = prefix
-        return UUID(uuid: (
-            p.0, p.1, p.2, p.3, p.4, p.5, p.6, p.7,
-            UInt8(truncatingIfNeeded: n >> 56), UInt8(truncatingIfNeeded: n >> 48), UInt8(truncatingIfNeeded: n >> 40),
-            UInt8(truncatingIfNeeded: n >> 32), UInt8(truncatingIfNeeded: n >> 24), UInt8(truncatingIfNeeded: n >> 16),
-            UInt8(truncatingIfNeeded: n >> 8), UInt8(truncatingIfNeeded: n)))
     }
 }

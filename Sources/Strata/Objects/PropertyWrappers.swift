@@ -13,21 +13,17 @@
 /// }
 /// ```
 ///
-/// Reading the property fires the object's fault. A value that cannot be read (the
-/// object's row is gone) reads as the default value.
+/// The value lives in the wrapper, inside the object: reading the property of an object
+/// whose values are in memory is a test of the object's state and a load of the field.
+/// Reading it fires the object's fault first. A value that cannot be read (the object's
+/// row is gone) reads as the default value.
+///
+/// The declaration's arguments (indexing, validation, transience) describe the entity,
+/// which is derived once per class (``ManagedObject/entity()``); no object keeps them.
 @propertyWrapper
 public struct Attribute<Value: AttributeStorable> {
-    let site: DeclarationSite
-    let defaultValue: Value
-    let isIndexed: Bool
-    let isTransient: Bool
-    let rules: Rules
-
-    /// Validation rules, boxed so that a property without any costs one word per object.
-    enum Rules {
-        case none
-        indirect case some(AttributeValidation)
-    }
+    /// The property's value (``ObjectLayout``: the object's typed field for the attribute).
+    @usableFromInline var storage: Value
 
     /// Declares an attribute whose default value is the property's initial value.
     ///
@@ -35,18 +31,27 @@ public struct Attribute<Value: AttributeStorable> {
     ///   - indexed: whether the store keeps an index on the attribute.
     ///   - transient: a transient attribute lives in memory only.
     ///   - validation: the rules values must satisfy when the object is saved.
+    ///   - fileID: where the property is declared (do not pass it: it tells the
+    ///     declarations of a class apart when its entity is derived).
+    ///   - line: see `fileID`.
+    ///   - column: see `fileID`.
+    @inlinable
     public init(
         wrappedValue: Value, indexed: Bool = false, transient: Bool = false, validation: AttributeValidation? = nil,
         fileID: StaticString = #fileID, line: UInt = #line, column: UInt = #column
     ) {
-        site = DeclarationSite(fileID: fileID, line: line, column: column)
-        defaultValue = wrappedValue
-        isIndexed = indexed
-        isTransient = transient
-        rules = validation.map(Rules.some) ?? .none
+        storage = wrappedValue
+        if _slowPath(EntityDerivation.isActive) {
+            EntityDerivation.recordAttribute(
+                Value.self, default: wrappedValue, indexed: indexed, transient: transient, validation: validation,
+                site: DeclarationSite(fileID: fileID, line: line, column: column))
+        }
     }
 
     /// Declares an optional attribute whose default value is nil.
+    ///
+    /// - Parameters: as ``init(wrappedValue:indexed:transient:validation:fileID:line:column:)``.
+    @inlinable
     public init(
         indexed: Bool = false, transient: Bool = false, validation: AttributeValidation? = nil,
         fileID: StaticString = #fileID, line: UInt = #line, column: UInt = #column
@@ -65,22 +70,26 @@ public struct Attribute<Value: AttributeStorable> {
     }
 
     /// The property's value, read from and written to the enclosing object.
+    ///
+    /// An object whose values are in memory, whose changes nobody tracks yet (it is in no
+    /// context), is read and written in place. Everything else (a fault to fire, change
+    /// tracking, a recording prototype) takes the slow path.
+    @inlinable
     public static subscript<Object: ManagedObject>(
         _enclosingInstance object: Object,
         wrapped wrappedKeyPath: ReferenceWritableKeyPath<Object, Value>,
         storage storageKeyPath: ReferenceWritableKeyPath<Object, Self>
     ) -> Value {
         get {
-            let wrapper = object[keyPath: storageKeyPath]
-            return object.readAttribute(at: wrapper.site, default: wrapper.defaultValue)
+            if _slowPath(object._bits & ObjectBits.slowRead != 0) { return object._readAttributeSlowly(storageKeyPath) }
+            return object[keyPath: storageKeyPath].storage
         }
         set {
-            let site = object[keyPath: storageKeyPath].site
-            if case .transformable(let type) = Value.attributeType {
-                object.writeTransformable(at: site, newValue, type: type)
-            } else {
-                object.writeAttribute(at: site, newValue.attributeValue)
+            if _slowPath(object._bits & ObjectBits.slowWrite != 0 || Value._isTransformable) {
+                object._writeAttributeSlowly(newValue, storageKeyPath)
+                return
             }
+            object[keyPath: storageKeyPath].storage = newValue
         }
     }
 }
@@ -106,12 +115,8 @@ public struct Attribute<Value: AttributeStorable> {
 /// projected value (`$notes`) adds and removes single objects without copying the set.
 @propertyWrapper
 public struct Relationship<Value: RelationshipStorable> {
-    let site: DeclarationSite
-    let inverseName: String
-    let deleteRule: DeleteRule
-    let isOptional: Bool
-    let minCount: Int
-    let maxCount: Int?
+    /// The destinations (``ObjectLayout``: the object's typed field for the relationship).
+    var storage: RelationshipStorage
 
     /// Declares a relationship.
     ///
@@ -121,17 +126,21 @@ public struct Relationship<Value: RelationshipStorable> {
     ///   - isOptional: whether a to-one may be nil (a to-many empty) when saved.
     ///   - minCount: the fewest destinations a to-many must hold when saved.
     ///   - maxCount: the most destinations a to-many may hold when saved.
+    ///   - fileID: where the property is declared (do not pass it: it tells the
+    ///     declarations of a class apart when its entity is derived).
+    ///   - line: see `fileID`.
+    ///   - column: see `fileID`.
     public init(
         inverse: String, deleteRule: DeleteRule = .nullify, isOptional: Bool = true,
         minCount: Int = 0, maxCount: Int? = nil,
         fileID: StaticString = #fileID, line: UInt = #line, column: UInt = #column
     ) {
-        site = DeclarationSite(fileID: fileID, line: line, column: column)
-        inverseName = inverse
-        self.deleteRule = deleteRule
-        self.isOptional = isOptional
-        self.minCount = minCount
-        self.maxCount = maxCount
+        storage = Value.isToMany ? .toMany(ToManyStorage(isOrdered: Value.isOrdered)) : .toOne(nil)
+        if _slowPath(EntityDerivation.isActive) {
+            EntityDerivation.recordRelationship(
+                Value.self, inverse: inverse, deleteRule: deleteRule, isOptional: isOptional,
+                minCount: minCount, maxCount: maxCount, site: DeclarationSite(fileID: fileID, line: line, column: column))
+        }
     }
 
     /// Reads and writes go through the enclosing object (see `_enclosingInstance`).
@@ -154,11 +163,8 @@ public struct Relationship<Value: RelationshipStorable> {
         wrapped wrappedKeyPath: ReferenceWritableKeyPath<Object, Value>,
         storage storageKeyPath: ReferenceWritableKeyPath<Object, Self>
     ) -> Value {
-        get {
-            Value(managedObjects: object.readRelationship(
-                at: object[keyPath: storageKeyPath].site, valueType: Value.self, destination: Value.Destination.self))
-        }
-        set { object.writeRelationship(at: object[keyPath: storageKeyPath].site, newValue.managedObjects) }
+        get { Value(managedObjects: object.readRelationshipField(storageKeyPath)) }
+        set { object.writeRelationshipField(newValue.managedObjects, storageKeyPath) }
     }
 
     /// An editor of the relationship (`object.$notes`).
@@ -167,7 +173,7 @@ public struct Relationship<Value: RelationshipStorable> {
         projected projectedKeyPath: KeyPath<Object, RelationshipEditor<Value.Destination>>,
         storage storageKeyPath: ReferenceWritableKeyPath<Object, Self>
     ) -> RelationshipEditor<Value.Destination> {
-        RelationshipEditor(object: object, slot: object.relationshipSlot(at: object[keyPath: storageKeyPath].site))
+        RelationshipEditor(object: object, slot: object.relationshipSlot(ofField: storageKeyPath))
     }
 }
 
@@ -235,14 +241,13 @@ public struct RelationshipEditor<Destination: ManagedObject> {
     /// The number of destinations.
     public var count: Int {
         guard let slot, object.loadRelationshipIfNeeded(slot) else { return 0 }
-        return object.relationshipValues[slot].objects.count
+        return object.relationshipStorage(at: slot).count
     }
 
     /// Whether `destination` is one of the destinations.
     public func contains(_ destination: Destination) -> Bool {
         guard let slot, object.loadRelationshipIfNeeded(slot) else { return false }
-        if case .toMany(let storage) = object.relationshipValues[slot] { return storage.contains(destination) }
-        return object.relationshipValues[slot].objects.first === destination
+        return object.relationshipStorage(at: slot).contains(destination)
     }
 
     /// Adds `destination` (at the end of an ordered relationship).
@@ -284,7 +289,7 @@ public struct RelationshipEditor<Destination: ManagedObject> {
                 try object.removeDestination(destination, slot: slot)
             } else {
                 try object.readForEdit(slot)
-                if object.relationshipValues[slot].objects.first === destination { try object.setToOne(slot, to: nil) }
+                if object.relationshipStorage(at: slot).first === destination { try object.setToOne(slot, to: nil) }
             }
         }
     }

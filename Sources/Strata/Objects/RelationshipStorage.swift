@@ -16,6 +16,38 @@ enum RelationshipStorage {
         }
     }
 
+    /// The number of destinations; 0 when not loaded.
+    var count: Int {
+        switch self {
+        case .toOne(let object): object == nil ? 0 : 1
+        case .toMany(let storage): storage.count
+        case .notLoaded: 0
+        }
+    }
+
+    /// The first destination (a to-one relationship's one).
+    var first: ManagedObject? {
+        switch self {
+        case .toOne(let object): object
+        case .toMany(let storage): storage.objects.first
+        case .notLoaded: nil
+        }
+    }
+
+    /// Whether `object` is a destination.
+    func contains(_ object: ManagedObject) -> Bool {
+        switch self {
+        case .toOne(let destination): destination === object
+        case .toMany(let storage): storage.contains(object)
+        case .notLoaded: false
+        }
+    }
+
+    /// An empty value for `relationship`: nil, or no destinations (loaded).
+    static func empty(for relationship: RelationshipDescription) -> RelationshipStorage {
+        relationship.isToMany ? .toMany(ToManyStorage(isOrdered: relationship.isOrdered)) : .toOne(nil)
+    }
+
     /// The snapshot form: object IDs instead of objects.
     var snapshot: RelationshipSnapshot {
         switch self {

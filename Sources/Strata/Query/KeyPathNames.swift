@@ -2,12 +2,12 @@
 /// into the property names it goes through (`["title"]`, `["folder", "name"]`).
 ///
 /// Key paths cannot be inspected, so the key path is *read* on a recording prototype:
-/// an object in the inaccessible state whose owner is a ``KeyPathRecorder``. The
-/// typed accessors of `@Attribute` and `@Relationship` already take a slow path for
-/// inaccessible objects; there they report the property they were asked for (found by
-/// its declaration site), and a to-one relationship hands back a prototype of its
-/// destination class so that the path can go on. Ordinary objects never reach this
-/// code.
+/// an object marked as recording (``ObjectBits/recording``) whose owner is a
+/// ``KeyPathRecorder``. The typed accessors of `@Attribute` and `@Relationship` take
+/// their slow path for it; there they report the property they were asked for to the
+/// owner's recording hook (``ObjectOwner/recordRead(of:property:valueType:destination:)``),
+/// and a to-one relationship hands back a prototype of its destination class so that the
+/// path can go on. Ordinary objects never reach this code.
 enum KeyPathNames {
     /// The property names `keyPath` reads, from `Root`'s entity.
     ///
@@ -95,7 +95,7 @@ extension ManagedObject {
 
 /// The owner of recording prototypes: it notes every property the typed accessors are
 /// asked for, in order, and checks that they form one path.
-final class KeyPathRecorder: ManagedObjectOwner {
+final class KeyPathRecorder: ObjectOwner {
     private var names: [String] = []
     private var failure: FetchPredicateError?
     /// The object whose property comes next in the path.
@@ -103,7 +103,7 @@ final class KeyPathRecorder: ManagedObjectOwner {
     /// The Swift type of the last property read.
     private(set) var lastValueType: Any.Type?
     /// What the typed accessor of the last attribute read returned (its default value).
-    var lastReturned: AttributeValue?
+    private(set) var lastReturned: AttributeValue?
     /// Whether the last property read is a to-many relationship.
     private(set) var lastIsToMany = false
     /// Every prototype made, kept alive while recording (owners are held weakly).
@@ -113,11 +113,11 @@ final class KeyPathRecorder: ManagedObjectOwner {
         failure.map { .failure($0) } ?? .success(names)
     }
 
-    /// A prototype of `type`: default values, inaccessible, owned by this recorder.
+    /// A prototype of `type`: default values, recording, owned by this recorder.
     func prototype(of type: ManagedObject.Type) -> ManagedObject {
         let object = type.init(entity: type.entity())
-        object.faultState = .inaccessible
         object.owner = self
+        object.setFlag(ObjectBits.recording, true)
         prototypes.append(object)
         expected = object
         return object
@@ -125,8 +125,8 @@ final class KeyPathRecorder: ManagedObjectOwner {
 
     /// Notes that the typed accessor of `property` was read on `object`; returns the
     /// destination prototype for a to-one relationship.
-    func visit(
-        _ object: ManagedObject, property: PropertySlot?, valueType: Any.Type, destination: ManagedObject.Type?
+    override func recordRead(
+        of object: ManagedObject, property: PropertySlot?, valueType: Any.Type, destination: ManagedObject.Type?
     ) -> ManagedObject? {
         guard failure == nil else { return nil }
         guard let property else {
@@ -150,6 +150,10 @@ final class KeyPathRecorder: ManagedObjectOwner {
         return destination.map(prototype(of:))
     }
 
+    override func recordReturned(_ value: AttributeValue?) {
+        lastReturned = value
+    }
+
     private func name(of property: PropertySlot, in entity: EntityDescription) -> String {
         switch property {
         case .attribute(let slot): entity.attributes[slot].name
@@ -160,24 +164,4 @@ final class KeyPathRecorder: ManagedObjectOwner {
     private func fail(_ message: String) {
         failure = FetchPredicateError(kind: .unsupported, message: message)
     }
-
-    // MARK: ManagedObjectOwner (never consulted: prototypes are inaccessible)
-
-    func editFailed(_ object: ManagedObject, key: String, error: StrataError) {}
-
-    func snapshotForFault(of object: ManagedObject) throws(StrataError) -> ObjectSnapshot {
-        throw .inaccessibleFault(object.objectID)
-    }
-
-    func object(for id: ManagedObjectID) -> ManagedObject {
-        ManagedObject(entity: EntityDescription(name: id.entityName, managedObjectClass: ManagedObject.self))
-    }
-
-    func destinations(of object: ManagedObject, relationship: RelationshipDescription) throws(StrataError) -> [ManagedObjectID] {
-        throw .inaccessibleFault(object.objectID)
-    }
-
-    func objectWillChange(_ object: ManagedObject, key: String) {}
-
-    func handleInaccessibleFault(_ object: ManagedObject, property: String?, error: StrataError) -> Bool { false }
 }

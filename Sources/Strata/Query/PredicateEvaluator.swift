@@ -384,19 +384,19 @@ struct ObjectSubject: PredicateSubject {
     var predicateObjectID: ManagedObjectID { object.objectID }
 
     func predicateAttribute(_ name: String) throws -> AttributeValue? {
-        guard let slot = object.entity.attributeSlots[name] else {
+        guard let slot = object.entity.attributeSlot(named: name) else {
             throw FetchPredicateError(kind: .unknownKey, message: "entity '\(object.entity.name)' has no attribute named '\(name)'")
         }
         guard object.fulfilIfNeeded(property: name) else { throw object.inaccessibleError }
-        return object.attributeValues[slot]
+        return object.attributeValue(at: slot)
     }
 
     func predicateDestinations(_ name: String) throws -> [ObjectSubject] {
-        guard let slot = object.entity.relationshipSlots[name] else {
+        guard let slot = object.entity.relationshipSlot(named: name) else {
             throw FetchPredicateError(kind: .unknownKey, message: "entity '\(object.entity.name)' has no relationship named '\(name)'")
         }
         guard object.loadRelationshipIfNeeded(slot) else { throw object.inaccessibleError }
-        return object.relationshipValues[slot].objects.map(ObjectSubject.init)
+        return object.relationshipStorage(at: slot).objects.map(ObjectSubject.init)
     }
 }
 

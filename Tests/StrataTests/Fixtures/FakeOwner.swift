@@ -4,7 +4,7 @@ import Foundation
 /// A stand-in for a context's object store: rows in a dictionary, one object per ID,
 /// and a log of what objects asked of it. Lets the object tests drive faulting and
 /// change tracking before contexts exist.
-final class FakeOwner: ManagedObjectOwner {
+final class FakeOwner: ObjectOwner {
     let model: ManagedObjectModel
     let store = UUID()
     var rows: [ManagedObjectID: ObjectSnapshot] = [:]
@@ -41,14 +41,14 @@ final class FakeOwner: ManagedObjectOwner {
         return id
     }
 
-    func snapshotForFault(of object: ManagedObject) throws(StrataError) -> ObjectSnapshot {
+    override func snapshotForFault(of object: ManagedObject) throws(StrataError) -> ObjectSnapshot {
         fulfilments.append(object.objectID)
         if unreadable.contains(object.objectID) { throw .storage(.readersFull) }
         guard let row = rows[object.objectID] else { throw .inaccessibleFault(object.objectID) }
         return row
     }
 
-    func object(for id: ManagedObjectID) -> ManagedObject {
+    override func object(for id: ManagedObjectID) -> ManagedObject {
         if let known = registered[id] { return known }
         let entity = model.entitiesByName[id.entityName]!
         let object = entity.managedObjectClass.init(entity: entity)
@@ -57,20 +57,20 @@ final class FakeOwner: ManagedObjectOwner {
         return object
     }
 
-    func destinations(of object: ManagedObject, relationship: RelationshipDescription) throws(StrataError) -> [ManagedObjectID] {
+    override func destinations(of object: ManagedObject, relationship: RelationshipDescription) throws(StrataError) -> [ManagedObjectID] {
         if unreadable.contains(object.objectID) { throw .storage(.readersFull) }
         return links[object.objectID]?[relationship.name] ?? []
     }
 
-    func objectWillChange(_ object: ManagedObject, key: String) {
+    override func objectWillChange(_ object: ManagedObject, key: String) {
         willChange.append((object.objectID, key))
     }
 
-    func editFailed(_ object: ManagedObject, key: String, error: StrataError) {
+    override func editFailed(_ object: ManagedObject, key: String, error: StrataError) {
         failedEdits.append((object.objectID, key, error))
     }
 
-    func handleInaccessibleFault(_ object: ManagedObject, property: String?, error: StrataError) -> Bool {
+    override func handleInaccessibleFault(_ object: ManagedObject, property: String?, error: StrataError) -> Bool {
         inaccessible.append(object.objectID)
         return deletesInaccessibleFaults
     }

@@ -1,0 +1,109 @@
+import Foundation
+
+/// The state flags of a managed object, packed in one word so that the typed accessors'
+/// fast paths test a single load (``ManagedObject/_bits``).
+///
+/// The fault state takes two bits; `slowRead` and `slowWrite` summarise what sends a
+/// typed access to the slow path and are kept in step by ``ManagedObject`` whenever
+/// the flags they summarise change.
+@usableFromInline
+struct ObjectBits {
+    // Fault state (two bits).
+    static let faultMask: UInt32 = 0b11
+    static let fault: UInt32 = 0b01
+    static let inaccessible: UInt32 = 0b10
+
+    /// A typed read must go through ``ManagedObject/_readAttributeSlowly(_:)``: the object
+    /// is a fault or inaccessible, records key paths, or its class's fields are not
+    /// exactly its entity's slots.
+    @usableFromInline static let slowRead: UInt32 = 1 << 2
+    /// A typed write must go through ``ManagedObject/_writeAttributeSlowly(_:_:)``:
+    /// `slowRead`, or the object is in a context (its changes are tracked), or it keeps
+    /// failed edits or nil values in non-optional fields.
+    @usableFromInline static let slowWrite: UInt32 = 1 << 3
+
+    static let inserted: UInt32 = 1 << 4
+    static let deleted: UInt32 = 1 << 5
+    /// A property was set since the object was last fetched or saved.
+    static let modified: UInt32 = 1 << 6
+    /// The object has a committed state (it was fetched or saved).
+    static let saved: UInt32 = 1 << 7
+    /// The object's ID is temporary.
+    static let temporary: UInt32 = 1 << 8
+    /// The object has an owner (a context's graph, or a recorder): changes are tracked.
+    static let owned: UInt32 = 1 << 9
+    /// The object is a recording prototype (``KeyPathNames``).
+    static let recording: UInt32 = 1 << 10
+    /// The class's typed fields are not exactly the entity's slots.
+    static let inexactFields: UInt32 = 1 << 11
+    /// The side state keeps failed edits.
+    static let failedEdits: UInt32 = 1 << 12
+    /// The side state records nil values of attributes whose fields cannot hold nil.
+    static let nilOverrides: UInt32 = 1 << 13
+    /// The owner holds the object with an extra retain (``ObjectGraph/retainsRegisteredObjects``).
+    static let retainedByOwner: UInt32 = 1 << 14
+
+    /// The event marks (``ChangeEvent``): bits 16 to 23.
+    static let eventShift: UInt32 = 16
+    static let eventMask: UInt32 = 0xFF << 16
+
+    /// What makes a typed read slow, given the other flags.
+    static func needsSlowRead(_ bits: UInt32) -> Bool {
+        bits & (faultMask | recording | inexactFields) != 0
+    }
+
+    /// What makes a typed write slow, given the other flags.
+    static func needsSlowWrite(_ bits: UInt32) -> Bool {
+        needsSlowRead(bits) || bits & (owned | failedEdits | nilOverrides) != 0
+    }
+
+    /// `bits` with `slowRead` and `slowWrite` recomputed.
+    static func settled(_ bits: UInt32) -> UInt32 {
+        var result = bits & ~(slowRead | slowWrite)
+        if needsSlowRead(bits) { result |= slowRead }
+        if needsSlowWrite(bits) { result |= slowWrite }
+        return result
+    }
+}
+
+/// What few objects need, in an allocation made when needed (DESIGN.md, "Object layout
+/// and cost"): the values of slots kept in dynamic storage, the committed copy of a saved
+/// object that changed, a read failure, failed edits, nil values of non-optional fields,
+/// a temporary ID made elsewhere.
+final class ObjectSide {
+    /// Attribute values of dynamic slots (``ObjectLayout/AttributePlace/dynamic(_:)``).
+    var attributes: [AttributeValue?] = []
+    /// Relationship values of dynamic slots.
+    var relationships: [RelationshipStorage] = []
+    /// The values as last fetched or saved, copied when a saved object first changes
+    /// (until then they are the current values).
+    var committed: CommittedState?
+    /// See ``ManagedObject/faultFailure``.
+    var faultFailure: StrataError?
+    /// Edits asked for through setters that cannot throw and that did not happen while
+    /// the object was in no context (a value that cannot be stored): its context takes
+    /// them over when the object is inserted, and its next save fails with the first.
+    var failedEdits: [(key: String, error: StrataError)] = []
+    /// Attribute slots that hold nil although their typed field cannot (the field then
+    /// holds the attribute's default value, which is what its typed accessor reads).
+    var nilAttributes: Set<Int> = []
+    /// The UUID of a temporary ID that this process did not make (read from a URI).
+    var temporaryUUID: UUID?
+}
+
+/// The values of an object as last fetched or saved.
+struct CommittedState {
+    var attributes: [AttributeValue?]
+    var relationships: [RelationshipStorage]
+}
+
+/// Whether an object's values are in memory.
+enum FaultState {
+    /// Values are in memory.
+    case fulfilled
+    /// Only the ID is known; the first property access reads the values.
+    case fault
+    /// Fulfilment failed (the row is gone), or the object left its context: reads
+    /// return nil or defaults.
+    case inaccessible
+}
