@@ -9,6 +9,7 @@
 //   strata-profile fetch DIRECTORY           every object, fully realised, every attribute read
 //   strata-profile faults DIRECTORY          every object as faults, fetchBatchSize 1000, walked
 //   strata-profile raw-fetch DIRECTORY       every row decoded through liblmdb, every field read
+//   strata-profile generate N                the import's input alone (subtracted from the imports)
 //
 // Everything runs on the main thread, synchronously: valgrind serialises threads, and
 // an `await` on another executor stalled it (see the Performance article).
@@ -188,6 +189,10 @@ do {
         guard let count = Int(rest[0]), count > 0 else { fail("N must be a positive number") }
         let records = Record.make(count: count)
         if command == "import" { try strataImport(records, into: rest[1]) } else { RawStore(rest[1]).insert(records) }
+    case ("generate", 2):
+        guard let count = Int(arguments.last!), count > 0 else { fail("N must be a positive number") }
+        let records = Record.make(count: count)
+        print("generated \(records.count) records, checksum \(records.reduce(0) { $0 &+ $1.checksum })")
     case ("fetch", 2):
         try strataFetch(arguments.last!, batchSize: 0)
     case ("faults", 2):

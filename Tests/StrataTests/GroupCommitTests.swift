@@ -330,14 +330,14 @@ struct GroupCommitTests {
             TestRun {
                 let snapshot = CoordinatorStoreTests.newObject("Note", ["title": .string("t\(saver)")], in: NotesModel.model)
                 // Saver 1 also updates a row that does not exist: a conflict, for it alone.
-                var save = StoreSave(store: store, inserted: [snapshot])
+                var updated: [ObjectSnapshot] = []
                 if saver == 1 {
                     var missing = CoordinatorStoreTests.newObject("Note", ["title": .string("gone")], in: NotesModel.model)
                     missing.objectID = store.file.objectID(entity: "Note", key: PrimaryKey(999)!)
                     missing.version = 3
-                    save.updated = [missing]
+                    updated = [missing]
                 }
-                let result = Result { try coordinator.save([save]) }
+                let result = Result { try coordinator.save([try StoreSave(store: store, inserted: [snapshot], updated: updated)]) }
                 outcomes.withLock { $0[saver] = result }
             }
         }

@@ -146,7 +146,7 @@ extension ManagedObjectContext {
             processChanges: { postObjectsDidChange() })
         guard !saved.isEmpty else { return }
         post(.didSave, saved)
-        didSaveToParentStore(ChangedObjectIDs(saved))
+        didSaveToParentStore(saved)
     }
 
     /// Discards every unsaved change: inserted objects leave, deleted ones come back,

@@ -60,13 +60,14 @@ extension ManagedObjectContext {
     /// contexts of its coordinator that merge automatically; every descendant also adopts
     /// the permanent IDs the save made. A child's save reaches its siblings through the
     /// parent (``acceptChildSave(_:from:)``).
-    func didSaveToParentStore(_ saved: ChangedObjectIDs) {
+    /// The IDs of what the save changed are gathered only when some context merges them.
+    func didSaveToParentStore(_ saved: ObjectChangeSets) {
         guard parent == nil else { return }
         var targets = children.alive
         if let coordinator = persistentStoreCoordinator {
             targets += coordinator.mergingContexts.alive.filter { context in context !== self && !targets.contains { $0 === context } }
         }
-        scheduleAutomaticMerges(of: saved, into: targets)
+        if !targets.isEmpty { scheduleAutomaticMerges(of: ChangedObjectIDs(saved), into: targets) }
         for child in children.alive { child.scheduleAdoptingPermanentIDs() }
     }
 

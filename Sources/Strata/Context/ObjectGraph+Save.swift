@@ -62,50 +62,47 @@ extension ObjectGraph {
             return ObjectChangeSets(inserted: toInsert, updated: toUpdate, deleted: toDelete)
         }
 
-        var saves: [ObjectIdentifier: StoreSave] = [:]
-        var order: [ObjectIdentifier] = []
-        func add(_ store: PersistentStore, _ change: (inout StoreSave) -> Void) {
-            let key = ObjectIdentifier(store)
-            if saves[key] == nil {
-                saves[key] = StoreSave(store: store)
-                order.append(key)
-            }
-            change(&saves[key]!)
-        }
-        var storeOfObject: [ObjectIdentifier: PersistentStore] = [:]
+        var plan = SavePlan()
         for object in toInsert {
-            let store = object.objectID.isTemporaryID ? try store(forNew: object) : try coordinator.store(of: object.objectID)
-            storeOfObject[ObjectIdentifier(object)] = store
-            add(store) { $0.inserted.append(object.makeSnapshot()) }
+            let store = try store(forNew: object, plan: &plan)
+            try plan.add(object, to: store, key: object.hasTemporaryID ? 0 : object.rowKey, baseVersion: 0)
         }
         for object in toUpdate {
-            let store = try coordinator.store(of: object.objectID)
-            storeOfObject[ObjectIdentifier(object)] = store
-            add(store) { $0.updated.append(object.makeSnapshot()) }
+            try plan.add(object, to: try plan.store(of: object, coordinator: coordinator), key: object.rowKey, baseVersion: object.rowVersion)
         }
         for object in toDelete {
-            let store = try coordinator.store(of: object.objectID)
-            add(store) { $0.deleted.append(StoreChanges.Deletion(objectID: object.objectID, expectedVersion: object.rowVersion)) }
+            let store = try plan.store(of: object, coordinator: coordinator)
+            plan.saves[plan.index(of: store)].deleted.append(StoreChanges.Deletion(objectID: object.objectID, expectedVersion: object.rowVersion))
         }
         for object in conflictChecks.values where object.owner === self && !object.hasChanges && !object.objectID.isTemporaryID {
-            let store = try coordinator.store(of: object.objectID)
-            add(store) { $0.checked.append(StoreChanges.Deletion(objectID: object.objectID, expectedVersion: object.rowVersion)) }
+            let store = try plan.store(of: object, coordinator: coordinator)
+            plan.saves[plan.index(of: store)].checked.append(StoreChanges.Deletion(objectID: object.objectID, expectedVersion: object.rowVersion))
         }
-        try checkStores(toInsert + toUpdate, storeOfObject)
+        try checkStores(plan.related, plan.storeOfRelated)
 
-        let outcome = try saveToStores(order.map { saves[$0]! })
+        let outcome = try saveToStores(plan.saves)
         advanceGeneration(afterSavingTo: outcome.generation)
-        // Descendants may have these objects under their temporary IDs.
-        if isInTree { family.record(outcome.permanentIDs) }
 
-        for object in toInsert {
-            let permanent = outcome.permanentIDs[object.objectID] ?? object.objectID
-            if permanent != object.objectID { reregister(object, as: permanent) }
-            object.didCommit(permanentID: nil, version: outcome.versions[permanent] ?? 1)
+        var madePermanent: [ManagedObjectID: ManagedObjectID] = [:]
+        let recordsIDs = isInTree
+        for (index, save) in plan.saves.enumerated() {
+            let storeNumber = StoreNumbers.number(for: save.store.identifier)
+            let keys = index < outcome.keys.count ? outcome.keys[index] : []
+            for (row, (object, key)) in zip(save.rows.rows, zip(plan.objects[index], keys)) {
+                guard row.isInsert else {
+                    object.didCommit(permanentID: nil, version: row.baseVersion + 1)
+                    continue
+                }
+                if object.hasTemporaryID {
+                    let temporary = recordsIDs ? object.storedObjectID : nil
+                    reregister(object, store: storeNumber, primaryKey: key)
+                    if let temporary { madePermanent[temporary] = object.storedObjectID }
+                }
+                object.didCommit(permanentID: nil, version: 1)
+            }
         }
-        for object in toUpdate {
-            object.didCommit(permanentID: nil, version: outcome.versions[object.objectID] ?? object.rowVersion + 1)
-        }
+        // Descendants may have these objects under their temporary IDs.
+        if recordsIDs && !madePermanent.isEmpty { family.record(madePermanent) }
         for object in toDelete + toDiscard {
             forget(object)
         }
@@ -114,6 +111,15 @@ extension ObjectGraph {
         var saved = ObjectChangeSets(inserted: toInsert, updated: toUpdate, deleted: toDelete)
         saved.queryGeneration = outcome.token
         return saved
+    }
+
+    /// The store a new object will be saved to, the last one found for its entity reused.
+    private func store(forNew object: ManagedObject, plan: inout SavePlan) throws -> PersistentStore {
+        if !assignedStoresAreEmpty, let store = assignedStore(of: object) { return store }
+        if let last = plan.lastNew, last.entity === object.entity { return last.store }
+        let store = try coordinator.defaultStore(for: object.entity.name)
+        plan.lastNew = (object.entity, store)
+        return store
     }
 
     /// Writes `saves` through the coordinator. A pinned context asks for the state its
@@ -222,5 +228,57 @@ extension ObjectGraph {
         unregister(object)
         object.owner = nil
         object.faultState = .inaccessible
+    }
+}
+
+/// A root save being prepared: per store, the encoded rows and the objects they come
+/// from, in the same order.
+private struct SavePlan {
+    var saves: [StoreSave] = []
+    /// The objects of each save's rows.
+    var objects: [[ManagedObject]] = []
+    /// Objects with relationships and the store each goes to, for the check that
+    /// relationships stay inside one store.
+    var related: [ManagedObject] = []
+    var storeOfRelated: [ObjectIdentifier: PersistentStore] = [:]
+    /// The store the last new object went to, by entity.
+    var lastNew: (entity: EntityDescription, store: PersistentStore)?
+    /// The store of the last saved object, by store number.
+    private var lastStore: (number: UInt32, store: PersistentStore)?
+    /// The entity storage the last row was encoded with.
+    private var lastStorage: (entity: EntityDescription, store: PersistentStore, storage: EntityStorage)?
+
+    /// The index of `store`'s save, made when needed.
+    mutating func index(of store: PersistentStore) -> Int {
+        if let index = saves.firstIndex(where: { $0.store === store }) { return index }
+        saves.append(StoreSave(store: store))
+        objects.append([])
+        return saves.count - 1
+    }
+
+    /// The store a saved object (permanent ID) lives in.
+    mutating func store(of object: ManagedObject, coordinator: PersistentStoreCoordinator) throws -> PersistentStore {
+        if let lastStore, lastStore.number == object.storeNumber { return lastStore.store }
+        let store = try coordinator.store(of: object.objectID)
+        lastStore = (object.storeNumber, store)
+        return store
+    }
+
+    /// Encodes `object`'s row into `store`'s save.
+    mutating func add(_ object: ManagedObject, to store: PersistentStore, key: UInt64, baseVersion: UInt64) throws {
+        let storage: EntityStorage
+        if let last = lastStorage, last.entity === object.entity, last.store === store {
+            storage = last.storage
+        } else {
+            storage = try store.file.entityStorage(named: object.entity.name)
+            lastStorage = (object.entity, store, storage)
+        }
+        let index = index(of: store)
+        try RowEncoder.append(object, storage: storage, key: key, baseVersion: baseVersion, to: &saves[index].rows)
+        objects[index].append(object)
+        if storage.hasRelationships {
+            related.append(object)
+            storeOfRelated[ObjectIdentifier(object)] = store
+        }
     }
 }

@@ -7,15 +7,19 @@ import Foundation
 /// in the context's isolation region together with the context's objects, so objects
 /// call it synchronously (it is their ``ObjectOwner``) with no lock and no hop.
 final class ObjectGraph: ObjectOwner {
+    // The graph's per-object state opts out of the runtime's exclusivity checks (marked
+    // `@exclusivity(unchecked)` below): the graph lives in its context's isolation, every
+    // access to it is a short one by the graph's own code, and the checks cost more than
+    // the bookkeeping they guard on the insert and save paths (make profile).
     /// Where rows come from and saves go, shared with the context (which may be given a
     /// coordinator or a parent after it is made).
     private let lineageSlot: LockedValue<ContextLineage>
     /// The lineage once known (it is set at most once, so it never changes after).
-    private var knownLineage: ContextLineage?
+    @exclusivity(unchecked) private var knownLineage: ContextLineage?
     /// The context's own family, used until it has a parent.
     private let ownFamily: ContextFamily
     /// The family's generation this graph last adopted permanent IDs at.
-    private var adoptedGeneration = 0
+    @exclusivity(unchecked) private var adoptedGeneration = 0
     /// The context's children (held weakly).
     let children: WeakContexts
     /// The context that owns this graph (unowned in spirit: the context holds the graph).
@@ -51,7 +55,7 @@ final class ObjectGraph: ObjectOwner {
         return knownFamily ?? ownFamily
     }
     /// The family once the lineage is known (it never changes after).
-    private var knownFamily: ContextFamily?
+    @exclusivity(unchecked) private var knownFamily: ContextFamily?
 
     /// The coordinator: the context's own, or its root's.
     ///
@@ -93,33 +97,36 @@ final class ObjectGraph: ObjectOwner {
     /// (``processPendingChanges()``) rather than only at save.
     var propagatesDeletesAtEndOfEvent = true
 
+    /// The entity an object of the last insert came with, and the model's description of
+    /// it (objects made with `Note()` carry their class's description).
+    @exclusivity(unchecked) private var lastInsertedEntity: (given: EntityDescription, model: EntityDescription)?
     /// Registered objects by identity (held unowned: see ``IdentityMap``).
-    private var identities = IdentityMap()
+    @exclusivity(unchecked) private var identities = IdentityMap()
     /// Every registered object, while ``retainsRegisteredObjects`` holds them.
-    private var retained: [ObjectIdentifier: ManagedObject] = [:]
+    @exclusivity(unchecked) private var retained: [ObjectIdentifier: ManagedObject] = [:]
     /// Inserted objects, in insertion order.
-    private(set) var inserted: [ManagedObject] = []
+    @exclusivity(unchecked) private(set) var inserted: [ManagedObject] = []
     /// Deleted objects, in deletion order.
-    private(set) var deleted: [ManagedObject] = []
+    @exclusivity(unchecked) private(set) var deleted: [ManagedObject] = []
     /// Objects changed since the last save (strongly held until then).
-    private var changed: [ObjectIdentifier: ManagedObject] = [:]
+    @exclusivity(unchecked) private var changed: [ObjectIdentifier: ManagedObject] = [:]
     /// Stores chosen with `assign(_:to:)`.
-    private var assignedStores: [ObjectIdentifier: PersistentStore] = [:]
+    @exclusivity(unchecked) private var assignedStores: [ObjectIdentifier: PersistentStore] = [:]
     /// Deleted objects whose delete rules have not run yet.
-    private var pendingDeletes: [ManagedObject] = []
+    @exclusivity(unchecked) private var pendingDeletes: [ManagedObject] = []
     /// Deleted objects whose rows were already gone when their faults fired: the next
     /// save or reset discards them without writing or validating anything.
-    var vanished: Set<ObjectIdentifier> = []
+    @exclusivity(unchecked) var vanished: Set<ObjectIdentifier> = []
     /// Unchanged objects whose stored rows the next save checks
     /// (``ManagedObjectContext/detectConflicts(for:)``).
-    var conflictChecks: [ObjectIdentifier: ManagedObject] = [:]
+    @exclusivity(unchecked) var conflictChecks: [ObjectIdentifier: ManagedObject] = [:]
     /// Edits asked for through setters that cannot throw and that did not happen (a read
     /// they needed failed with a storage error, or a value cannot be stored): the next
     /// save throws the first one's error, until the property is set again, the object is
     /// deleted, or a rollback or reset.
-    private var failedEdits: [(object: ManagedObject, key: String, error: StrataError)] = []
+    @exclusivity(unchecked) private var failedEdits: [(object: ManagedObject, key: String, error: StrataError)] = []
     /// What changed since the last ``takeChangeEvent()`` (ObjectsDidChange).
-    private var event = ChangeEvent()
+    @exclusivity(unchecked) private var event = ChangeEvent()
     /// Batched faults and the staleness interval (ObjectGraph+Batching.swift).
     var batching = FaultBatching()
     /// The query generation a root context reads (ObjectGraph+Generation.swift). When it
@@ -216,6 +223,14 @@ final class ObjectGraph: ObjectOwner {
     func reregister(_ object: ManagedObject, as id: ManagedObjectID) {
         identities.remove(object.identityKey, ifObject: ObjectIdentifier(object))
         object.assignID(id)
+        identities.insert(object, for: object.identityKey)
+    }
+
+    /// Moves `object` to the row `primaryKey` of the store numbered `store` (its
+    /// permanent ID, made by a save).
+    func reregister(_ object: ManagedObject, store: UInt32, primaryKey: UInt64) {
+        identities.remove(object.identityKey, ifObject: ObjectIdentifier(object))
+        object.assignPermanentKey(store: store, primaryKey: primaryKey)
         identities.insert(object, for: object.identityKey)
     }
 
@@ -349,19 +364,26 @@ final class ObjectGraph: ObjectOwner {
     ///   it is abstract); ``StrataError/invalidObjectState(_:reason:)`` when the object
     ///   belongs to another context or was saved already.
     func insert(_ object: ManagedObject) throws {
-        if object.owner === self {
+        if let owner = object.owner {
+            guard owner === self else {
+                throw StrataError.invalidObjectState(object.objectID, reason: "it belongs to another context")
+            }
             // Inserting a deleted object takes the deletion back.
             if object.isDeleted { undelete(object) }
             return
         }
-        guard object.owner == nil else {
-            throw StrataError.invalidObjectState(object.objectID, reason: "it belongs to another context")
-        }
-        guard object.objectID.isTemporaryID else {
+        guard object.hasTemporaryID else {
             throw StrataError.invalidObjectState(object.objectID, reason: "it was saved already; fetch it in this context instead")
         }
-        guard let entity = try model.entitiesByName[object.entity.name], !entity.isAbstract else {
-            throw StrataError.unknownEntity(object.entity.name)
+        let entity: EntityDescription
+        if let last = lastInsertedEntity, last.given === object.entity {
+            entity = last.model
+        } else {
+            guard let found = try model.entitiesByName[object.entity.name], !found.isAbstract else {
+                throw StrataError.unknownEntity(object.entity.name)
+            }
+            entity = found
+            lastInsertedEntity = (object.entity, found)
         }
         if entity !== object.entity { object.adopt(entity) }
         object.owner = self
@@ -537,6 +559,9 @@ final class ObjectGraph: ObjectOwner {
         }
         assignedStores[ObjectIdentifier(object)] = store
     }
+
+    /// Whether no object was assigned a store with `assign(_:to:)`.
+    var assignedStoresAreEmpty: Bool { assignedStores.isEmpty }
 
     /// The store chosen for `object` with `assign(_:to:)`, if any.
     func assignedStore(of object: ManagedObject) -> PersistentStore? {

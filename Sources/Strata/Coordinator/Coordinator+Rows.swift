@@ -85,42 +85,24 @@ extension PersistentStoreCoordinator {
         return found
     }
 
-    /// Records a committed save in the row cache: the rows as written (to-many
-    /// relationships live in their links, so they are left not loaded, as a read
-    /// leaves them), deleted rows evicted. A row whose to-one value the save left as
-    /// it was stored is evicted instead, as are rows past the cache's capacity.
+    /// Records a committed save in the row cache: the rows it changed or deleted leave
+    /// it (new rows cannot be in it). A row is cached again when a context reads it, so
+    /// a save builds no cache entry nobody may read (DESIGN.md, "Object layout and cost").
     nonisolated func cacheSavedRows(_ saves: [StoreSave], outcome: SaveOutcome) {
-        var written: [ObjectSnapshot] = []
-        var evicted: [ManagedObjectID] = []
-        for save in saves {
-            evicted += save.deleted.map(\.objectID)
-            for snapshot in save.inserted + save.updated {
-                var row = snapshot.replacingIDs(outcome.permanentIDs)
-                guard let version = outcome.versions[row.objectID],
-                      !row.relationships.enumerated().contains(where: { slot, value in
-                          if case .notLoaded = value { return !Self.isToMany(row.objectID, slot: slot, in: managedObjectModel) }
-                          return false
-                      })
-                else {
-                    evicted.append(row.objectID)
-                    continue
-                }
-                row.version = version
-                row.relationships = row.relationships.enumerated().map { slot, value in
-                    Self.isToMany(row.objectID, slot: slot, in: managedObjectModel) ? .notLoaded : value
-                }
-                written.append(row)
-            }
-        }
-        let overflow = max(0, written.count - rowCache.capacity)
-        evicted += written.prefix(overflow).map(\.objectID)
-        rowCache.didSave(written: Array(written.dropFirst(overflow)), deleted: evicted)
+        evictRows(of: saves)
     }
 
-    /// Forgets the cached rows of a save that failed (a commit may have gone through in
-    /// one store and not in another).
+    /// Forgets the cached rows a save changed or deleted (after its commit, or after it
+    /// failed: a commit may have gone through in one store and not in another).
     nonisolated func evictRows(of saves: [StoreSave]) {
-        let ids = saves.flatMap { save in save.inserted.map(\.objectID) + save.updated.map(\.objectID) + save.deleted.map(\.objectID) }
+        var ids: [ManagedObjectID] = []
+        for save in saves {
+            ids += save.deleted.map(\.objectID)
+            for row in save.rows.rows where !row.isInsert {
+                guard let storage = save.store.file.entityStorage(numbered: row.entity), let key = PrimaryKey(row.key) else { continue }
+                ids.append(save.store.file.objectID(entity: storage.name, key: key))
+            }
+        }
         rowCache.didSave(written: [], deleted: ids)
     }
 

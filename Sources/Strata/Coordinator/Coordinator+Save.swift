@@ -4,21 +4,50 @@ import Foundation
 struct StoreSave: Sendable {
     /// The store written.
     var store: PersistentStore
-    /// New objects; temporary IDs get permanent ones in the write transaction.
-    var inserted: [ObjectSnapshot] = []
-    /// Changed objects, each with the row version it was based on.
-    var updated: [ObjectSnapshot] = []
+    /// New and changed rows (new ones without a key get permanent IDs in the write
+    /// transaction), encoded by the saving context.
+    var rows = EncodedRows()
     /// Deleted objects, each with the row version it was based on (nil: no check).
     var deleted: [StoreChanges.Deletion] = []
     /// Objects not written whose row versions must still be these.
     var checked: [StoreChanges.Deletion] = []
+
+    /// An empty save of `store`.
+    init(store: PersistentStore) {
+        self.store = store
+    }
+
+    /// A save of whole snapshots (new objects in `inserted`, with temporary or permanent
+    /// IDs; changed ones in `updated`, at the version they were read): for tools and
+    /// tests. Every row carries its ID, so the outcome maps temporary IDs to permanent ones.
+    ///
+    /// - Throws: ``StrataError/unknownEntity(_:)``, and a type mismatch for a value of the
+    ///   wrong type.
+    init(store: PersistentStore, inserted: [ObjectSnapshot] = [], updated: [ObjectSnapshot] = []) throws(StrataError) {
+        self.store = store
+        for snapshot in inserted {
+            let storage = try store.file.entityStorage(named: snapshot.objectID.entityName)
+            try RowEncoder.append(
+                snapshot, storage: storage, key: snapshot.objectID.primaryKey?.rawValue ?? 0, baseVersion: 0, carriesID: true, to: &rows)
+        }
+        for snapshot in updated {
+            let storage = try store.file.entityStorage(named: snapshot.objectID.entityName)
+            try RowEncoder.append(
+                snapshot, storage: storage, key: snapshot.objectID.primaryKey?.rawValue ?? 0, baseVersion: max(1, snapshot.version),
+                carriesID: true, to: &rows)
+        }
+    }
 }
 
 /// What a committed save did.
 struct SaveOutcome: Sendable {
-    /// The permanent ID of every inserted object that had a temporary one.
+    /// The primary key of each row of each store's save (in the order of the saves, and
+    /// of their rows).
+    var keys: [[UInt64]] = []
+    /// The permanent ID of every new row that carried its temporary ID (rows of entities
+    /// with relationships, and rows encoded from snapshots).
     var permanentIDs: [ManagedObjectID: ManagedObjectID] = [:]
-    /// The new row version of every inserted and updated object (by permanent ID).
+    /// The new row version of every row that carried its ID, by permanent ID.
     var versions: [ManagedObjectID: UInt64] = [:]
     /// The state right after the commit (every store's last transaction id then).
     var token = QueryGenerationToken.current
@@ -56,7 +85,8 @@ extension PersistentStoreCoordinator {
         }
         let registered = Set(persistentStores)
         for save in saves where !registered.contains(save.store) {
-            throw StrataError.noStore(entity: (save.inserted.first ?? save.updated.first)?.objectID.entityName ?? "?")
+            let entity = save.rows.rows.first.flatMap { save.store.file.entityStorage(numbered: $0.entity)?.name }
+            throw StrataError.noStore(entity: entity ?? save.deleted.first?.objectID.entityName ?? "?")
         }
         let request = PendingSave(saves, pinning: pinning)
         switch writeGroups.enqueue(request) {
@@ -191,6 +221,7 @@ extension PersistentStoreCoordinator {
             let local = try apply(save, with: &writer)
             var inner = outcome
             try write(saves.dropFirst(), into: &inner)
+            inner.keys.insert(contentsOf: local.keys, at: 0)
             inner.permanentIDs.merge(local.permanentIDs) { $1 }
             inner.versions.merge(local.versions) { $1 }
             mine = inner
@@ -198,24 +229,24 @@ extension PersistentStoreCoordinator {
         outcome = mine
     }
 
-    /// Applies one store's part of a save: permanent IDs for its new objects, then its
-    /// changes, conflict-checked first.
+    /// Applies one store's part of a save, conflict-checked first.
     private nonisolated func apply(_ save: StoreSave, with writer: inout StoreWriter) throws -> SaveOutcome {
         var local = SaveOutcome()
-        for snapshot in save.inserted where snapshot.objectID.isTemporaryID {
-            local.permanentIDs[snapshot.objectID] = try writer.makePermanentID(for: snapshot.objectID.entityName)
-        }
-        var changes = StoreChanges()
-        changes.inserted = save.inserted.map { $0.replacingIDs(local.permanentIDs) }
-        changes.updated = save.updated.map { $0.replacingIDs(local.permanentIDs) }
-        changes.deleted = save.deleted
-        changes.checked = save.checked
+        let keys: [UInt64]
         do {
-            local.versions = try writer.apply(changes)
+            keys = try writer.apply(save.rows, deleting: save.deleted, checking: save.checked)
         } catch let StoreWriteError.conflict(conflicts) {
             throw StrataError.mergeConflicts(conflicts.map {
                 MergeConflict(objectID: $0.objectID, oldVersion: $0.expectedVersion, newVersion: $0.storedVersion)
             })
+        }
+        local.keys = [keys]
+        for (row, key) in zip(save.rows.rows, keys) {
+            guard let id = row.objectID, let entity = save.store.file.entityStorage(numbered: row.entity),
+                  let primaryKey = PrimaryKey(key) else { continue }
+            let permanent = save.store.file.objectID(entity: entity.name, key: primaryKey)
+            if id.isTemporaryID { local.permanentIDs[id] = permanent }
+            local.versions[permanent] = row.baseVersion + 1
         }
         return local
     }

@@ -11,7 +11,7 @@ extension ManagedObject {
     /// (``ManagedObjectModel/init(types:configurations:)``); this description on its own is not
     /// checked. On `ManagedObject` itself it is an empty entity.
     public class func entity() -> EntityDescription {
-        ClassEntityRegistry.shared.description(of: self).entity
+        ClassEntityRegistry.shared.entity(of: self)
     }
 
     // MARK: Typed fields
@@ -248,6 +248,41 @@ struct ClassDescription: Sendable {
 final class ClassEntityRegistry: Sendable {
     static let shared = ClassEntityRegistry()
     private let descriptions = Mutex<[ObjectIdentifier: ClassDescription]>([:])
+
+    /// The entity of `type`: the last one asked for on this thread, else the cache's.
+    /// (`Item()` asks for it for every object: one thread-local load instead of a lock
+    /// and a hash.)
+    func entity(of type: ManagedObject.Type) -> EntityDescription {
+        let last = LastEntity.ofThisThread
+        if last.type == ObjectIdentifier(type), let entity = last.entity { return entity }
+        let entity = description(of: type).entity
+        last.type = ObjectIdentifier(type)
+        last.entity = entity
+        return entity
+    }
+
+    /// The class whose entity this thread asked for last, and that entity.
+    private final class LastEntity {
+        var type: ObjectIdentifier?
+        var entity: EntityDescription?
+
+        private static let key: pthread_key_t = {
+            var key = pthread_key_t()
+            // The thread's instance is released with the thread.
+            pthread_key_create(&key) { pointer in
+                if let pointer { Unmanaged<LastEntity>.fromOpaque(pointer).release() }
+            }
+            return key
+        }()
+
+        /// This thread's instance, made at its first use.
+        static var ofThisThread: LastEntity {
+            if let pointer = pthread_getspecific(key) { return Unmanaged<LastEntity>.fromOpaque(pointer).takeUnretainedValue() }
+            let made = LastEntity()
+            pthread_setspecific(key, Unmanaged.passRetained(made).toOpaque())
+            return made
+        }
+    }
 
     func description(of type: ManagedObject.Type) -> ClassDescription {
         if let known = descriptions.withLock({ $0[ObjectIdentifier(type)] }) { return known }

@@ -5,23 +5,24 @@ import Synchronization
 extension ManagedObject {
     /// The model's rules for one property (see ``validateValue(_:forKey:)``).
     func validateModelRules(_ value: Any?, forKey key: String) throws {
+        let entity = _entity
+        let attributeSlot = entity.attributeSlot(named: key)
+        // Most values need no conversion to be checked: a value of exactly the attribute's
+        // Swift type, of an attribute with no rules, can only fail by being missing. (A
+        // transformable value is always converted: its encoding is part of the check.)
+        if let slot = attributeSlot, let quick = entity.layout.quickChecks[slot] {
+            if let value {
+                if Swift.type(of: value) == quick.type { return }
+            } else if quick.isOptional {
+                return
+            }
+        }
         var failures: [ValidationFailure] = []
         func fail(_ reason: ValidationFailure.Reason) {
             failures.append(ValidationFailure(objectID: objectID, key: key, reason: reason))
         }
-        if let attribute = entity.attribute(named: key) {
-            // Most values need no conversion to be checked: a value of exactly the
-            // attribute's Swift type, of an attribute with no rules, can only fail by
-            // being missing. (A transformable or integer value is always converted: its
-            // encoding or its range is part of the check.)
-            if attribute.validation.isEmpty, let type = attribute.type.exactSwiftType {
-                guard let value else {
-                    if !attribute.isOptional { fail(.missingValue) }
-                    if !failures.isEmpty { throw StrataError.validation(failures) }
-                    return
-                }
-                if Swift.type(of: value) == type { return }
-            }
+        if let slot = attributeSlot {
+            let attribute = entity.attributes[slot]
             let stored: AttributeValue?
             do {
                 stored = try attributeValue(from: value, for: attribute)
@@ -94,8 +95,7 @@ extension ManagedObject {
     private func value(ofSlot index: Int, attributeCount: Int) throws(StrataError) -> Any? {
         if index < attributeCount {
             guard fulfilIfNeeded(property: entity.attributes[index].name) else { throw inaccessibleError }
-            guard let value = attributeValue(at: index) else { return nil }
-            return try swiftValue(value, of: entity.attributes[index])
+            return try swiftAttribute(at: index)
         }
         let slot = index - attributeCount
         guard loadRelationshipIfNeeded(slot) else { throw inaccessibleError }

@@ -15,8 +15,7 @@ extension ManagedObject {
     public func value(forKey key: String) throws(StrataError) -> Any? {
         if let slot = _entity.attributeSlot(named: key) {
             guard fulfilIfNeeded(property: key) else { throw inaccessibleError }
-            guard let value = attributeValue(at: slot) else { return nil }
-            return try swiftValue(value, of: _entity.attributes[slot])
+            return try swiftAttribute(at: slot)
         }
         if let slot = _entity.relationshipSlot(named: key) {
             guard loadRelationshipIfNeeded(slot) else { throw inaccessibleError }
@@ -241,6 +240,46 @@ extension ManagedObject {
     }
 
     // MARK: Conversions
+
+    /// The Swift value of attribute `slot` (see ``value(forKey:)``), boxed straight from
+    /// its typed field when it has one.
+    func swiftAttribute(at slot: Int) throws(StrataError) -> Any? {
+        if _bits & ObjectBits.nilOverrides != 0, side?.nilAttributes.contains(slot) == true { return nil }
+        guard case .field(let offset, let type) = _entity.layout.attributes[slot] else {
+            return try attributeValue(at: slot).map { value throws(StrataError) in try swiftValue(value, of: _entity.attributes[slot]) }
+        }
+        switch type {
+        case .plain(.int), .optional(.int):
+            // An `Int` property of an integer64 attribute reads as `Int64`, as from a record.
+            guard case .integer(let n)? = readField(at: offset, type) else { return nil }
+            return n
+        case .plain(let base):
+            return boxField(at: offset, base)
+        case .optional:
+            return try attributeValue(at: slot).map { value throws(StrataError) in try swiftValue(value, of: _entity.attributes[slot]) }
+        case .custom(let access):
+            return access.readAny(self, at: offset)
+        }
+    }
+
+    /// The value of a plain field of a base type, boxed as its own type.
+    private func boxField(at offset: Int, _ base: FieldBase) -> Any {
+        switch base {
+        case .int16: fieldPointer(at: offset, as: Int16.self).pointee
+        case .int32: fieldPointer(at: offset, as: Int32.self).pointee
+        case .int64: fieldPointer(at: offset, as: Int64.self).pointee
+        case .int: Int64(fieldPointer(at: offset, as: Int.self).pointee)
+        case .double: fieldPointer(at: offset, as: Double.self).pointee
+        case .float: fieldPointer(at: offset, as: Float.self).pointee
+        case .bool: fieldPointer(at: offset, as: Bool.self).pointee
+        case .string: fieldPointer(at: offset, as: String.self).pointee
+        case .date: fieldPointer(at: offset, as: Date.self).pointee
+        case .data: fieldPointer(at: offset, as: Data.self).pointee
+        case .uuid: fieldPointer(at: offset, as: UUID.self).pointee
+        case .url: fieldPointer(at: offset, as: URL.self).pointee
+        case .decimal: fieldPointer(at: offset, as: Decimal.self).pointee
+        }
+    }
 
     /// The Swift value of a stored attribute value.
     func swiftValue(_ value: AttributeValue, of attribute: AttributeDescription) throws(StrataError) -> Any {

@@ -37,22 +37,28 @@ import Foundation
 /// changed, a read failure, the values of an entity used through key-value access) lives
 /// in a side allocation made when needed. The ``objectID`` is made when asked for.
 open class ManagedObject: Hashable, CustomStringConvertible {
+    // The header's stored properties opt out of the runtime's exclusivity checks: an
+    // object lives in one isolation domain (it is not Sendable), its state changes only
+    // through this class's own short, non-overlapping accesses, and a dynamic check on
+    // every flag test would cost more than the typed access it guards (a tenth of a
+    // bulk import, measured with make profile).
+
     /// The state flags (``ObjectBits``): read by the typed accessors' fast paths.
-    @usableFromInline var _bits: UInt32
+    @exclusivity(unchecked) @usableFromInline var _bits: UInt32
     /// The number of the row's store (``StoreNumbers``); 0 for a temporary ID.
-    var storeNumber: UInt32 = 0
+    @exclusivity(unchecked) var storeNumber: UInt32 = 0
     /// The row's primary key; for a temporary ID, its serial (0 until one is needed).
-    var rowKey: UInt64 = 0
+    @exclusivity(unchecked) var rowKey: UInt64 = 0
     /// The row version the committed values were read at (0: never saved).
-    var rowVersion: UInt64 = 0
+    @exclusivity(unchecked) var rowVersion: UInt64 = 0
     /// The context's object graph (or a key-path recorder) that registered the object;
     /// nil when the object is in no context. Weak: a context holds its objects, never the
     /// other way round.
     weak var _owner: ObjectOwner?
     /// See ``entity``.
-    private(set) var _entity: EntityDescription
+    @exclusivity(unchecked) private(set) var _entity: EntityDescription
     /// What few objects need (``ObjectSide``).
-    var side: ObjectSide?
+    @exclusivity(unchecked) var side: ObjectSide?
 
     /// A new object of `entity` with its default values and a temporary ID, in no context.
     ///
@@ -157,10 +163,21 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         }
     }
 
+    /// Gives the object the permanent ID of row `primaryKey` of the store numbered `store`.
+    func assignPermanentKey(store: UInt32, primaryKey: UInt64) {
+        storeNumber = store
+        rowKey = primaryKey
+        _bits &= ~ObjectBits.temporary
+        side?.temporaryUUID = nil
+    }
+
     /// The key the object is registered under in its owner's identity map.
     var identityKey: ObjectIdentityKey {
-        if _bits & ObjectBits.temporary != 0 { return ObjectIdentityKey(temporary: temporaryUUID) }
-        return ObjectIdentityKey(store: storeNumber, entity: _entity.nameNumber, primaryKey: rowKey)
+        guard _bits & ObjectBits.temporary != 0 else {
+            return ObjectIdentityKey(store: storeNumber, entity: _entity.nameNumber, primaryKey: rowKey)
+        }
+        if let foreign = side?.temporaryUUID { return ObjectIdentityKey(temporary: foreign) }
+        return ObjectIdentityKey(temporarySerial: temporarySerial)
     }
 
     /// The object's entity.

@@ -29,6 +29,13 @@ struct ObjectIdentityKey: Hashable {
         self.low = low
     }
 
+    /// The key of the temporary ID this process made from `serial` (``TemporaryIDs``):
+    /// the key of its UUID, made without the UUID.
+    init(temporarySerial serial: UInt64) {
+        high = TemporaryIDs.prefix & ~(1 << 63)
+        low = serial
+    }
+
     /// The key of `id`.
     init(_ id: ManagedObjectID) {
         switch id.identity {
@@ -108,7 +115,7 @@ enum EntityNames {
 /// a third of inserting an object in the bulk-import benchmark. An object keeps only its
 /// counter value (its serial); its UUID is made when its ID is asked for.
 enum TemporaryIDs {
-    private static let prefix: UInt64 = {
+    static let prefix: UInt64 = {
         let random = UUID().uuid
         return withUnsafeBytes(of: random) { UInt64(bigEndian: $0.loadUnaligned(as: UInt64.self)) }
     }()

@@ -53,6 +53,16 @@ final class ObjectLayout: Sendable {
     let writesDefaultsAtInit: Bool
     /// The entity's default value per attribute slot.
     let defaults: [AttributeValue?]
+    /// Per attribute slot, how the model's rules check a value without converting it: for
+    /// an attribute with no rules whose values have one Swift type (nil otherwise).
+    let quickChecks: [QuickCheck?]
+
+    /// A check of an attribute with no rules: a value of exactly `type` passes, nil passes
+    /// when the attribute is optional.
+    struct QuickCheck: Sendable {
+        let type: Any.Type
+        let isOptional: Bool
+    }
 
     /// The layout of `entity`'s attributes and relationships over `fields` (the typed
     /// fields of its class).
@@ -95,6 +105,10 @@ final class ObjectLayout: Sendable {
         typedFieldsAreExact = exact
         writesDefaultsAtInit = !derivedFromClass && !fieldSlots.isEmpty
         defaults = attributes.map(\.defaultValue)
+        quickChecks = attributes.map { attribute in
+            guard attribute.validation.isEmpty, let type = attribute.type.exactSwiftType else { return nil }
+            return QuickCheck(type: type, isOptional: attribute.isOptional)
+        }
     }
 
     /// Whether the layout has any dynamic storage (every object then has a side allocation).
@@ -220,6 +234,9 @@ class CustomFieldAccess: @unchecked Sendable {
 
     /// Stores `value` in the field; false when the field's type cannot hold it.
     func write(_ value: AttributeValue?, into object: ManagedObject, at offset: Int) -> Bool { false }
+
+    /// The field's Swift value (nil for an optional that holds none).
+    func readAny(_ object: ManagedObject, at offset: Int) -> Any? { nil }
 }
 
 /// The ``CustomFieldAccess`` of an `Attribute<Value>` field.
@@ -236,6 +253,10 @@ final class TypedFieldAccess<Value: AttributeStorable>: CustomFieldAccess, @unch
         guard let typed = Value(attributeValue: value) else { return false }
         object.fieldPointer(at: offset, as: Attribute<Value>.self).pointee.storage = typed
         return true
+    }
+
+    override func readAny(_ object: ManagedObject, at offset: Int) -> Any? {
+        ManagedObject.flattened(object.fieldPointer(at: offset, as: Attribute<Value>.self).pointee.storage)
     }
 }
 

@@ -2,8 +2,9 @@ import StrataLMDB
 
 /// How one entity is stored: its number, its databases and the field number of every
 /// stored property, aligned with the entity's attribute and relationship slots (the
-/// positions ``ObjectSnapshot`` uses).
-struct EntityStorage: Sendable {
+/// positions ``ObjectSnapshot`` uses). A class: every row of a save or a fetch reads it,
+/// and a reference is one word to pass around.
+final class EntityStorage: Sendable {
     /// The resolved entity.
     let entity: EntityDescription
     /// The entity's number (``StoreSchema``).
@@ -16,6 +17,13 @@ struct EntityStorage: Sendable {
     let relationships: [StoredRelationship]
     /// What each field number of a row holds.
     let fields: [UInt32: Field]
+    /// The stored fields in increasing field number: the order a record is written in.
+    let fieldOrder: [(number: UInt32, field: Field)]
+    /// The attributes with an index: their slots, in slot order.
+    let indexedSlots: [Int]
+    /// Whether the entity has relationships: its rows then need references to other
+    /// rows, known only when the save is written (``EncodedRow/relationships``).
+    let hasRelationships: Bool
     /// Relationship slots by name.
     private let relationshipSlots: [String: Int]
     /// Attribute slots by name.
@@ -68,6 +76,9 @@ struct EntityStorage: Sendable {
         self.attributes = attributes
         self.relationships = relationships
         self.fields = fields
+        fieldOrder = fields.sorted { $0.key < $1.key }.map { (number: $0.key, field: $0.value) }
+        indexedSlots = attributes.indices.filter { attributes[$0].index != nil && attributes[$0].indexKind != nil && attributes[$0].field != nil }
+        hasRelationships = !relationships.isEmpty
         self.attributeSlots = attributeSlots
         self.relationshipSlots = relationshipSlots
     }
@@ -94,6 +105,17 @@ struct StoredAttribute: Sendable {
     let index: Database?
     /// How its values encode as index keys; nil for a type that cannot be indexed.
     let indexKind: IndexKeyKind?
+    /// The attribute's type (``description``'s, kept apart: reading it needs no copy of
+    /// the whole description).
+    let type: AttributeType
+
+    init(description: AttributeDescription, field: UInt32?, index: Database?, indexKind: IndexKeyKind?) {
+        self.description = description
+        self.field = field
+        self.index = index
+        self.indexKind = indexKind
+        type = description.type
+    }
 }
 
 /// How one relationship of an entity is stored.

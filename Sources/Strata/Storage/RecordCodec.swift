@@ -59,49 +59,61 @@ public enum RecordCodec {
 
     /// Encodes a record. Field numbers above ``maximumFieldNumber`` are a programming error.
     public static func encode(_ record: Record) -> [UInt8] {
-        var bytes: [UInt8] = [formatVersion]
+        var bytes: [UInt8] = []
         bytes.reserveCapacity(16 + record.fields.count * 12)
-        appendVarint(record.version, to: &bytes)
+        appendHeader(version: record.version, to: &bytes)
         for number in record.fields.keys.sorted() {
-            precondition(number <= maximumFieldNumber, "field number \(number) is out of range")
-            let value = record.fields[number]!
-            func head(_ tag: Tag) { appendVarint(UInt64(number) << 4 | UInt64(tag.rawValue), to: &bytes) }
-            switch value {
-            case .integer(let n):
-                head(.integer)
-                appendVarint(UInt64(bitPattern: (n << 1) ^ (n >> 63)), to: &bytes)
-            case .double(let d):
-                head(.double)
-                withUnsafeBytes(of: d.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
-            case .float(let f):
-                head(.float)
-                withUnsafeBytes(of: f.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
-            case .boolean(let b):
-                head(b ? .trueValue : .falseValue)
-            case .string(let s):
-                head(.string)
-                appendLengthPrefixed(s.utf8, to: &bytes)
-            case .date(let date):
-                head(.date)
-                withUnsafeBytes(of: date.timeIntervalSinceReferenceDate.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
-            case .binaryData(let data):
-                head(.binaryData)
-                appendLengthPrefixed(data, to: &bytes)
-            case .uuid(let uuid):
-                head(.uuid)
-                withUnsafeBytes(of: uuid.uuid) { bytes.append(contentsOf: $0) }
-            case .uri(let url):
-                head(.uri)
-                appendLengthPrefixed(url.absoluteString.utf8, to: &bytes)
-            case .decimal(let decimal):
-                head(.decimal)
-                appendLengthPrefixed(decimal.description.utf8, to: &bytes)
-            case .transformable(let data):
-                head(.transformable)
-                appendLengthPrefixed(data, to: &bytes)
-            }
+            appendField(number, record.fields[number]!, to: &bytes)
         }
         return bytes
+    }
+
+    /// Appends the format byte and `version`: what a record starts with.
+    static func appendHeader(version: UInt64, to bytes: inout [UInt8]) {
+        bytes.append(formatVersion)
+        appendVarint(version, to: &bytes)
+    }
+
+    /// Appends field `number` holding `value`. Fields must be appended in increasing
+    /// number order; a number above ``maximumFieldNumber`` is a programming error.
+    static func appendField(_ number: UInt32, _ value: AttributeValue, to bytes: inout [UInt8]) {
+        precondition(number <= maximumFieldNumber, "field number \(number) is out of range")
+        @inline(__always) func head(_ tag: Tag) { appendVarint(UInt64(number) << 4 | UInt64(tag.rawValue), to: &bytes) }
+        switch value {
+        case .integer(let n):
+            head(.integer)
+            appendVarint(UInt64(bitPattern: (n << 1) ^ (n >> 63)), to: &bytes)
+        case .double(let d):
+            head(.double)
+            withUnsafeBytes(of: d.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
+        case .float(let f):
+            head(.float)
+            withUnsafeBytes(of: f.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
+        case .boolean(let b):
+            head(b ? .trueValue : .falseValue)
+        case .string(var s):
+            head(.string)
+            // Native strings hand out their UTF-8 bytes contiguously: one copy.
+            s.withUTF8 { appendLengthPrefixed(UnsafeRawBufferPointer($0), to: &bytes) }
+        case .date(let date):
+            head(.date)
+            withUnsafeBytes(of: date.timeIntervalSinceReferenceDate.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
+        case .binaryData(let data):
+            head(.binaryData)
+            appendLengthPrefixed(data, to: &bytes)
+        case .uuid(let uuid):
+            head(.uuid)
+            withUnsafeBytes(of: uuid.uuid) { bytes.append(contentsOf: $0) }
+        case .uri(let url):
+            head(.uri)
+            appendLengthPrefixed(url.absoluteString.utf8, to: &bytes)
+        case .decimal(let decimal):
+            head(.decimal)
+            appendLengthPrefixed(decimal.description.utf8, to: &bytes)
+        case .transformable(let data):
+            head(.transformable)
+            appendLengthPrefixed(data, to: &bytes)
+        }
     }
 
     /// Decodes a record from any bytes.
@@ -131,6 +143,16 @@ public enum RecordCodec {
             fields[number] = try readValue(tag, bytes, at: &offset)
         }
         return Record(version: version, fields: fields)
+    }
+
+    /// The version in a record's header, without decoding its fields.
+    static func version(of bytes: UnsafeRawBufferPointer) throws(RecordDecodingError) -> UInt64 {
+        guard let first = bytes.first else { throw RecordDecodingError(reason: "the record is empty", offset: 0) }
+        guard first == formatVersion else {
+            throw RecordDecodingError(reason: "unknown format version \(first)", offset: 0)
+        }
+        var offset = 1
+        return try readVarint(bytes, at: &offset)
     }
 
     /// Decodes a record from an array of bytes.

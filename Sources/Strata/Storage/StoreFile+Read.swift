@@ -65,6 +65,23 @@ struct StoreReader<Transaction: ReadableTransaction & ~Copyable>: ~Copyable {
         }
     }
 
+    /// The version of row `key` of `storage`'s entity (read from the record's header
+    /// alone), or nil when there is no such row.
+    func version(at key: PrimaryKey, of storage: EntityStorage) throws -> UInt64? {
+        guard let rows = storage.rows else { return nil }
+        var encoded = key.rawValue.bigEndian
+        return try withUnsafeBytes(of: &encoded) { keyBytes in
+            try transaction.pointee.withValue(forKey: keyBytes, in: rows) { bytes throws -> UInt64? in
+                guard let bytes else { return nil }
+                do throws(RecordDecodingError) {
+                    return try RecordCodec.version(of: bytes)
+                } catch {
+                    throw StrataError.corruptRecord(entity: storage.name, primaryKey: key.rawValue, reason: error.reason)
+                }
+            }
+        }
+    }
+
     /// The stored state of `id`, or nil when its row does not exist (never saved, or deleted).
     ///
     /// To-one relationships come back as permanent IDs of the destination's actual entity;

@@ -1,3 +1,4 @@
+import Foundation
 import StrataLMDB
 
 extension StoreFile {
@@ -82,15 +83,19 @@ extension StoreFile {
 struct StoreWriter: ~Copyable {
     /// Reads the store as this transaction has written it so far.
     let reader: StoreReader<WriteTransaction>
-    /// The last primary key assigned per entity, as read from the metadata or assigned
-    /// since; written back by ``finish()``.
-    private var sequences: [String: UInt64] = [:]
-    private var changedSequences: Set<String> = []
+    /// The last primary key assigned per entity (by name), as read from the metadata or
+    /// assigned since, and whether it changed; changed ones are written back by ``finish()``.
+    private var sequences: [String: (last: UInt64, changed: Bool)] = [:]
+    /// The sequence keys are being taken from now: kept apart so that taking the next
+    /// key hashes nothing (``makePermanentKey(for:)``).
+    private var current: (storage: EntityStorage, last: UInt64)?
     /// The next free link position per (links database, owner), once computed.
     var nextPositions: [LinkOwner: UInt64] = [:]
     /// The latest snapshot of each object with an ordered one-to-many relationship
     /// written in this transaction: their links are ordered by ``finish()``.
     var pendingOrders: [ManagedObjectID: ObjectSnapshot] = [:]
+    /// The last key appended to each entity's rows (by entity number) in this transaction.
+    private var lastAppended: [UInt16: UInt64] = [:]
 
     /// The owner of links in one links database.
     struct LinkOwner: Hashable {
@@ -120,25 +125,43 @@ struct StoreWriter: ~Copyable {
     /// - Throws: ``StrataError/unknownEntity(_:)``,
     ///   ``StrataError/invalidObjectState(_:reason:)`` for an abstract entity.
     mutating func makePermanentID(for entityName: String) throws -> ManagedObjectID {
+        let storage = try store.entityStorage(named: entityName)
+        return store.objectID(entity: entityName, key: PrimaryKey(try makePermanentKey(for: storage))!)
+    }
+
+    /// ``makePermanentID(for:)`` as a bare primary key.
+    mutating func makePermanentKey(for storage: EntityStorage) throws -> UInt64 {
         try StoreFile.translatingStorageErrors {
-            let storage = try store.entityStorage(named: entityName)
+            let entityName = storage.name
             guard storage.rows != nil else {
                 throw StrataError.invalidObjectState(
                     ManagedObjectID(temporaryFor: entityName), reason: "entity \(entityName) is abstract: it has no instances of its own")
             }
-            let last = try lastPrimaryKey(of: entityName)
+            let last: UInt64
+            if let current, current.storage === storage {
+                last = current.last
+            } else {
+                settleCurrentSequence()
+                last = try lastPrimaryKey(of: entityName)
+            }
             guard let key = PrimaryKey(last &+ 1), last < .max else {
                 throw StrataError.incompatibleStore(store: store.path, reason: "entity \(entityName) has used every primary key")
             }
-            sequences[entityName] = key.rawValue
-            changedSequences.insert(entityName)
-            return store.objectID(entity: entityName, key: key)
+            current = (storage, key.rawValue)
+            return key.rawValue
         }
+    }
+
+    /// Records the sequence keys were taken from last as changed.
+    private mutating func settleCurrentSequence() {
+        guard let current else { return }
+        sequences[current.storage.name] = (current.last, true)
+        self.current = nil
     }
 
     /// The last primary key assigned to `entityName` (0 when none was).
     private mutating func lastPrimaryKey(of entityName: String) throws -> UInt64 {
-        if let cached = sequences[entityName] { return cached }
+        if let cached = sequences[entityName] { return cached.last }
         let key = Array(StoreMetadata.Key.sequence(entity: entityName).utf8)
         let last = try reader.transaction.pointee.withValue(forKey: key, in: store.metadataDatabase) { bytes throws -> UInt64 in
             guard let bytes else { return 0 }
@@ -148,16 +171,16 @@ struct StoreWriter: ~Copyable {
                 throw StrataError.incompatibleStore(store: store.path, reason: "its metadata is damaged: \(error.reason)")
             }
         }
-        sequences[entityName] = last
+        sequences[entityName] = (last, false)
         return last
     }
 
     /// Makes sure the sequence of `entityName` is at least `key`, so that a key stored
     /// under an ID made elsewhere is never handed out again.
     private mutating func noteUsed(_ key: PrimaryKey, of entityName: String) throws {
+        settleCurrentSequence()
         if try lastPrimaryKey(of: entityName) < key.rawValue {
-            sequences[entityName] = key.rawValue
-            changedSequences.insert(entityName)
+            sequences[entityName] = (key.rawValue, true)
         }
     }
 
@@ -168,13 +191,13 @@ struct StoreWriter: ~Copyable {
         for (_, snapshot) in orders.sorted(by: { $0.key.description < $1.key.description }) {
             try orderOneToManyLinks(of: snapshot)
         }
-        for entityName in changedSequences.sorted() {
-            guard let last = sequences[entityName] else { continue }
+        settleCurrentSequence()
+        for (entityName, sequence) in sequences.sorted(by: { $0.key < $1.key }) where sequence.changed {
             try reader.transaction.pointee.put(
-                StoreMetadata.bigEndian(last), forKey: Array(StoreMetadata.Key.sequence(entity: entityName).utf8),
+                StoreMetadata.bigEndian(sequence.last), forKey: Array(StoreMetadata.Key.sequence(entity: entityName).utf8),
                 in: store.metadataDatabase)
+            sequences[entityName] = (sequence.last, false)
         }
-        changedSequences = []
     }
 
     // MARK: Rows
@@ -191,19 +214,11 @@ struct StoreWriter: ~Copyable {
     ///   the errors listed on ``StoreWriter``.
     @discardableResult
     mutating func insert(_ snapshot: ObjectSnapshot) throws -> UInt64 {
-        try StoreFile.translatingStorageErrors {
-            let (storage, key) = try store.row(of: snapshot.objectID)
-            let record = try makeRecord(snapshot, storage: storage, version: 1, stored: nil)
-            do {
-                try putRow(record, key: key, storage: storage, flags: .noOverwrite)
-            } catch LMDBError.keyExists {
-                throw StrataError.invalidObjectState(snapshot.objectID, reason: "it is already stored; update it instead")
-            }
-            try noteUsed(key, of: storage.name)
-            try updateIndexes(storage: storage, key: key, old: nil, new: record)
-            try writeRelationships(snapshot, storage: storage, key: key, old: nil, new: record)
-            return record.version
-        }
+        let (storage, key) = try store.row(of: snapshot.objectID)
+        var rows = EncodedRows()
+        try RowEncoder.append(snapshot, storage: storage, key: key.rawValue, baseVersion: 0, carriesID: true, to: &rows)
+        _ = try write(rows)
+        return 1
     }
 
     /// Stores a changed object, if its row is still at `snapshot.version` (optimistic
@@ -217,23 +232,15 @@ struct StoreWriter: ~Copyable {
     ///   no longer exists, and the errors listed on ``StoreWriter``.
     @discardableResult
     mutating func update(_ snapshot: ObjectSnapshot) throws -> UInt64 {
-        try StoreFile.translatingStorageErrors {
-            let (storage, key) = try store.row(of: snapshot.objectID)
-            let stored = try reader.record(at: key, of: storage)
-            guard let stored, stored.version == snapshot.version else {
-                throw StoreWriteError.conflict([
-                    StoreConflict(objectID: snapshot.objectID, expectedVersion: snapshot.version, storedVersion: stored?.version),
-                ])
-            }
-            guard stored.version < .max else {
-                throw StrataError.corruptRecord(entity: storage.name, primaryKey: key.rawValue, reason: "its version cannot grow any more")
-            }
-            let record = try makeRecord(snapshot, storage: storage, version: stored.version + 1, stored: stored)
-            try putRow(record, key: key, storage: storage, flags: [])
-            try updateIndexes(storage: storage, key: key, old: stored, new: record)
-            try writeRelationships(snapshot, storage: storage, key: key, old: stored, new: record)
-            return record.version
+        let (storage, key) = try store.row(of: snapshot.objectID)
+        guard snapshot.version > 0 else {
+            let stored = try StoreFile.translatingStorageErrors { try reader.version(at: key, of: storage) }
+            throw StoreWriteError.conflict([StoreConflict(objectID: snapshot.objectID, expectedVersion: 0, storedVersion: stored)])
         }
+        var rows = EncodedRows()
+        try RowEncoder.append(snapshot, storage: storage, key: key.rawValue, baseVersion: snapshot.version, carriesID: true, to: &rows)
+        _ = try apply(rows, deleting: [], checking: [])
+        return snapshot.version + 1
     }
 
     /// Deletes an object: its row, its index entries, its links and, for a
@@ -271,60 +278,224 @@ struct StoreWriter: ~Copyable {
     /// - Throws: ``StoreWriteError/conflict(_:)`` with all conflicts, before anything is
     ///   written; the errors of ``insert(_:)``, ``update(_:)`` and ``delete(_:expectedVersion:)``.
     mutating func apply(_ changes: StoreChanges) throws -> [ManagedObjectID: UInt64] {
-        var conflicts: [StoreConflict] = []
-        let expectations = changes.updated.map { ($0.objectID, $0.version) }
-            + (changes.deleted + changes.checked).compactMap { deletion in deletion.expectedVersion.map { (deletion.objectID, $0) } }
-        for (id, expected) in expectations {
-            let stored = try StoreFile.translatingStorageErrors {
-                let (storage, key) = try store.row(of: id)
-                return try reader.record(at: key, of: storage)?.version
+        var rows = EncodedRows()
+        for snapshot in changes.inserted {
+            let (storage, key) = try store.row(of: snapshot.objectID)
+            try RowEncoder.append(snapshot, storage: storage, key: key.rawValue, baseVersion: 0, carriesID: true, to: &rows)
+        }
+        for snapshot in changes.updated {
+            let (storage, key) = try store.row(of: snapshot.objectID)
+            guard snapshot.version > 0 else {
+                throw StoreWriteError.conflict([StoreConflict(objectID: snapshot.objectID, expectedVersion: 0, storedVersion: nil)])
             }
-            if stored != expected {
-                conflicts.append(StoreConflict(objectID: id, expectedVersion: expected, storedVersion: stored))
+            try RowEncoder.append(snapshot, storage: storage, key: key.rawValue, baseVersion: snapshot.version, carriesID: true, to: &rows)
+        }
+        _ = try apply(rows, deleting: changes.deleted, checking: changes.checked)
+        var versions: [ManagedObjectID: UInt64] = [:]
+        for snapshot in changes.inserted { versions[snapshot.objectID] = 1 }
+        for snapshot in changes.updated { versions[snapshot.objectID] = snapshot.version + 1 }
+        return versions
+    }
+
+    /// Applies one save: checks the base version of every changed row, deletion and
+    /// check first and throws every conflict at once, then deletes, then writes `rows`
+    /// (``write(_:)``).
+    ///
+    /// - Returns: the primary key of each row of `rows`, in order.
+    /// - Throws: ``StoreWriteError/conflict(_:)`` with all conflicts, before anything is
+    ///   written; the errors of ``write(_:)`` and ``delete(_:expectedVersion:)``.
+    mutating func apply(
+        _ rows: EncodedRows, deleting deleted: [StoreChanges.Deletion], checking checked: [StoreChanges.Deletion]
+    ) throws -> [UInt64] {
+        var conflicts: [StoreConflict] = []
+        try StoreFile.translatingStorageErrors {
+            for row in rows.rows where !row.isInsert {
+                guard let storage = store.entityStorage(numbered: row.entity), let key = PrimaryKey(row.key) else { continue }
+                let stored = try reader.version(at: key, of: storage)
+                if stored != row.baseVersion {
+                    conflicts.append(StoreConflict(
+                        objectID: store.objectID(entity: storage.name, key: key), expectedVersion: row.baseVersion, storedVersion: stored))
+                }
+            }
+            for deletion in deleted + checked {
+                guard let expected = deletion.expectedVersion else { continue }
+                let (storage, key) = try store.row(of: deletion.objectID)
+                let stored = try reader.version(at: key, of: storage)
+                if stored != expected {
+                    conflicts.append(StoreConflict(objectID: deletion.objectID, expectedVersion: expected, storedVersion: stored))
+                }
             }
         }
         guard conflicts.isEmpty else { throw StoreWriteError.conflict(conflicts) }
 
-        var versions: [ManagedObjectID: UInt64] = [:]
         // The first row written is where `mid-write` crashes (CrashPoint).
         var midWrite: CrashPoint? = .midWrite
-        for deletion in changes.deleted {
+        for deletion in deleted {
             try delete(deletion.objectID, expectedVersion: deletion.expectedVersion)
             midWrite?.reach(); midWrite = nil
         }
-        for snapshot in changes.inserted {
-            versions[snapshot.objectID] = try insert(snapshot)
-            midWrite?.reach(); midWrite = nil
-        }
-        for snapshot in changes.updated {
-            versions[snapshot.objectID] = try update(snapshot)
-            midWrite?.reach(); midWrite = nil
-        }
-        return versions
+        return try write(rows, reachingMidWrite: midWrite != nil)
     }
 
-    // MARK: Records and indexes
-
-    /// The record of `snapshot`: its stored attributes and to-one foreign keys, over the
-    /// `stored` record's fields (which keeps fields this model does not know, and
-    /// `.notLoaded` to-one relationships).
-    private func makeRecord(_ snapshot: ObjectSnapshot, storage: EntityStorage, version: UInt64, stored: Record?) throws -> Record {
-        precondition(
-            snapshot.attributes.count == storage.attributes.count && snapshot.relationships.count == storage.relationships.count,
-            "the snapshot of \(snapshot.objectID) does not have the shape of entity \(storage.name)")
-        var record = Record(version: version, fields: stored?.fields ?? [:])
-        for (slot, attribute) in storage.attributes.enumerated() {
-            guard let field = attribute.field else { continue }
-            let value = snapshot.attributes[slot]
-            if let value, !attribute.description.type.accepts(value) {
-                throw StrataError.typeMismatch(
-                    key: attribute.description.name, entity: storage.name,
-                    expected: attribute.description.type.description, actual: "\(value.kindName) \(value)")
+    /// Writes `rows`: new rows get their entity's next primary key (when they have none)
+    /// and version 1; changed rows are written at their base version + 1, keeping the
+    /// fields of their stored record this model does not know; then every index entry
+    /// and link follows. New rows are appended to their entity's rows (`MDB_APPEND`)
+    /// when their keys ascend, and index entries are put in key order, which is LMDB's
+    /// cheapest way to fill a B-tree.
+    ///
+    /// Base versions are not checked here (``apply(_:deleting:checking:)`` does).
+    ///
+    /// - Returns: the primary key of each row, in order.
+    /// - Throws: ``StrataError/invalidObjectState(_:reason:)`` when a new row's key is
+    ///   stored already, or a changed row is gone; the errors listed on ``StoreWriter``.
+    mutating func write(_ rows: EncodedRows, reachingMidWrite: Bool = false) throws -> [UInt64] {
+        try StoreFile.translatingStorageErrors {
+            var keys = [UInt64](repeating: 0, count: rows.count)
+            // Keys first, so that references among the new rows resolve.
+            var permanentIDs: [ManagedObjectID: ManagedObjectID] = [:]
+            for (index, row) in rows.rows.enumerated() {
+                guard let storage = store.entityStorage(numbered: row.entity) else {
+                    throw StrataError.unknownEntity("number \(row.entity)")
+                }
+                if row.key == 0 {
+                    keys[index] = try makePermanentKey(for: storage)
+                    if let id = row.objectID, id.isTemporaryID {
+                        permanentIDs[id] = store.objectID(entity: storage.name, key: PrimaryKey(keys[index])!)
+                    }
+                } else {
+                    keys[index] = row.key
+                }
             }
-            record.fields[field] = value
+            var indexEntries = IndexEntryBatches()
+            try rows.bytes.withUnsafeBytes { bytes in
+                for (index, row) in rows.rows.enumerated() {
+                    guard let storage = store.entityStorage(numbered: row.entity), let key = PrimaryKey(keys[index]) else { continue }
+                    let record = UnsafeRawBufferPointer(rebasing: bytes[row.record])
+                    let indexValues = UnsafeRawBufferPointer(rebasing: bytes[row.indexValues])
+                    if row.relationships != nil {
+                        try writeRelated(row, record: record, storage: storage, key: key, permanentIDs: permanentIDs)
+                    } else if row.isInsert {
+                        try insertRow(record, key: key, storage: storage, id: row.objectID, assigned: row.key == 0)
+                        addIndexEntries(indexValues, storage: storage, key: key, to: &indexEntries)
+                    } else {
+                        try updateRow(record, indexValues: indexValues, key: key, storage: storage)
+                    }
+                    if reachingMidWrite && index == 0 { CrashPoint.midWrite.reach() }
+                }
+            }
+            for batch in indexEntries.batches {
+                try batch.forEachInOrder { entry in
+                    try reader.transaction.pointee.put(UnsafeRawBufferPointer(start: nil, count: 0), forKey: entry, in: batch.database)
+                }
+            }
+            return keys
+        }
+    }
+
+    /// Puts a new row. A key this transaction took from the sequence is greater than every
+    /// stored key, so the row is appended when it also follows the rows appended before.
+    private mutating func insertRow(_ record: UnsafeRawBufferPointer, key: PrimaryKey, storage: EntityStorage, id: ManagedObjectID?, assigned: Bool) throws {
+        guard let rows = storage.rows else {
+            throw StrataError.invalidObjectState(
+                id ?? store.objectID(entity: storage.name, key: key), reason: "entity \(storage.name) is abstract, so it has no rows")
+        }
+        let txn = reader.transaction
+        var encoded = key.rawValue.bigEndian
+        try withUnsafeBytes(of: &encoded) { keyBytes in
+            if assigned, key.rawValue > (lastAppended[storage.number] ?? 0) {
+                do {
+                    try txn.pointee.put(record, forKey: keyBytes, in: rows, flags: [.noOverwrite, .append])
+                    lastAppended[storage.number] = key.rawValue
+                    return
+                } catch LMDBError.keyExists {
+                    // Not after the last stored key after all: an ordinary put says whether it exists.
+                }
+            }
+            do {
+                try txn.pointee.put(record, forKey: keyBytes, in: rows, flags: .noOverwrite)
+            } catch LMDBError.keyExists {
+                throw StrataError.invalidObjectState(id ?? store.objectID(entity: storage.name, key: key), reason: "it is already stored; update it instead")
+            }
+        }
+        if !assigned { try noteUsed(key, of: storage.name) }
+    }
+
+    /// Rewrites a changed row with its new record (keeping stored fields this model does
+    /// not know) and moves its changed index entries.
+    private mutating func updateRow(_ record: UnsafeRawBufferPointer, indexValues: UnsafeRawBufferPointer, key: PrimaryKey, storage: EntityStorage) throws {
+        guard let rows = storage.rows else { return }
+        guard let stored = try reader.record(at: key, of: storage) else {
+            throw StoreWriteError.conflict([StoreConflict(objectID: store.objectID(entity: storage.name, key: key), expectedVersion: 0, storedVersion: nil)])
+        }
+        guard stored.version < .max else {
+            throw StrataError.corruptRecord(entity: storage.name, primaryKey: key.rawValue, reason: "its version cannot grow any more")
+        }
+        let unknown = stored.fields.filter { storage.fields[$0.key] == nil }
+        let txn = reader.transaction
+        if unknown.isEmpty {
+            try txn.pointee.put(record, forKey: key.encoded, in: rows)
+        } else {
+            var merged = try RecordCodec.decode(record)
+            merged.fields.merge(unknown) { own, _ in own }
+            try txn.pointee.put(RecordCodec.encode(merged), forKey: key.encoded, in: rows)
+        }
+        var position = 0
+        try RowEncoder.forEachIndexValue(indexValues) { newPart in
+            let slot = storage.indexedSlots[position]
+            position += 1
+            let attribute = storage.attributes[slot]
+            guard let index = attribute.index, let kind = attribute.indexKind, let field = attribute.field else { return }
+            let oldPart = IndexLayout.valuePart(stored.fields[field], kind: kind)
+            if let oldPart, !newPart.isEmpty, oldPart.elementsEqual(newPart) { return }   // unchanged
+            if oldPart == nil && newPart.isEmpty { return }
+            if let oldPart { try txn.pointee.delete(forKey: oldPart + key.encoded, in: index) }
+            if !newPart.isEmpty { try txn.pointee.put([UInt8](), forKey: Array(newPart) + key.encoded, in: index) }
+        }
+    }
+
+    /// Adds the index entries of a new row to `entries`, put in order by ``write(_:)``.
+    private func addIndexEntries(_ indexValues: UnsafeRawBufferPointer, storage: EntityStorage, key: PrimaryKey, to entries: inout IndexEntryBatches) {
+        var position = 0
+        RowEncoder.forEachIndexValue(indexValues) { part in
+            let slot = storage.indexedSlots[position]
+            position += 1
+            guard !part.isEmpty, let index = storage.attributes[slot].index else { return }
+            entries.add(part, primaryKey: key.rawValue, to: index)
+        }
+    }
+
+    /// Writes a row of an entity with relationships: its record with the foreign keys of
+    /// its to-one relationships (destinations new in this save have their keys by now),
+    /// its index entries and its links, as its relationships say.
+    private mutating func writeRelated(
+        _ row: EncodedRow, record encoded: UnsafeRawBufferPointer, storage: EntityStorage, key: PrimaryKey,
+        permanentIDs: [ManagedObjectID: ManagedObjectID]
+    ) throws {
+        var snapshot = ObjectSnapshot(
+            objectID: store.objectID(entity: storage.name, key: key), version: row.baseVersion,
+            attributes: [], relationships: row.relationships ?? [])
+        snapshot = snapshot.replacingIDs(permanentIDs)
+        let stored: Record?
+        if row.isInsert {
+            stored = nil
+        } else {
+            stored = try reader.record(at: key, of: storage)
+            guard let stored else {
+                throw StoreWriteError.conflict([StoreConflict(objectID: snapshot.objectID, expectedVersion: row.baseVersion, storedVersion: nil)])
+            }
+            guard stored.version < .max else {
+                throw StrataError.corruptRecord(entity: storage.name, primaryKey: key.rawValue, reason: "its version cannot grow any more")
+            }
+        }
+        let attributes = try RecordCodec.decode(encoded)
+        var record = Record(version: row.baseVersion + 1, fields: stored?.fields ?? [:])
+        for attribute in storage.attributes {
+            guard let field = attribute.field else { continue }
+            record.fields[field] = attributes.fields[field]
         }
         for (slot, relationship) in storage.relationships.enumerated() {
-            guard let field = relationship.field else { continue }
+            guard let field = relationship.field, slot < snapshot.relationships.count else { continue }
             switch snapshot.relationships[slot] {
             case .toOne(nil):
                 record.fields[field] = nil
@@ -338,7 +509,16 @@ struct StoreWriter: ~Copyable {
                     expected: "\(relationship.description.destinationEntityName)?", actual: "a to-many value")
             }
         }
-        return record
+        guard let rows = storage.rows else { return }
+        let flags: PutFlags = row.isInsert ? .noOverwrite : []
+        do {
+            try reader.transaction.pointee.put(RecordCodec.encode(record), forKey: key.encoded, in: rows, flags: flags)
+        } catch LMDBError.keyExists {
+            throw StrataError.invalidObjectState(snapshot.objectID, reason: "it is already stored; update it instead")
+        }
+        if row.isInsert && row.key != 0 { try noteUsed(key, of: storage.name) }
+        try updateIndexes(storage: storage, key: key, old: stored, new: record)
+        try writeRelationships(snapshot, storage: storage, key: key, old: stored, new: record)
     }
 
     /// The reference to `id` as a destination of `relationship`.
@@ -356,11 +536,6 @@ struct StoreWriter: ~Copyable {
         return RowReference(entityNumber: destination.number, primaryKey: key)
     }
 
-    private func putRow(_ record: Record, key: PrimaryKey, storage: EntityStorage, flags: PutFlags) throws {
-        guard let rows = storage.rows else { return }
-        try reader.transaction.pointee.put(RecordCodec.encode(record), forKey: key.encoded, in: rows, flags: flags)
-    }
-
     /// Replaces the index entries of row `key` that changed from `old` to `new` (nil:
     /// no row). A nil value has an entry too.
     private func updateIndexes(storage: EntityStorage, key: PrimaryKey, old: Record?, new: Record?) throws {
@@ -373,5 +548,49 @@ struct StoreWriter: ~Copyable {
             if let oldKey { try txn.pointee.delete(forKey: oldKey, in: index) }
             if let newKey { try txn.pointee.put([UInt8](), forKey: newKey, in: index) }
         }
+    }
+}
+
+/// The index entries of a write's new rows, kept per index database in one buffer each,
+/// to be put in key order (sorted puts touch each B-tree page once, where puts in row
+/// order land all over the tree).
+struct IndexEntryBatches {
+    /// One index database's entries.
+    struct Batch {
+        let database: Database
+        /// The entries (value part, then the 8-byte primary key), back to back.
+        var bytes: [UInt8] = []
+        /// Where each entry is in `bytes`.
+        var entries: [(start: Int32, count: Int32)] = []
+
+        /// Calls `body` with every entry, in key order (bytewise, as LMDB compares).
+        func forEachInOrder(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+            try bytes.withUnsafeBytes { buffer in
+                let base = buffer.baseAddress!
+                let order = entries.sorted { a, b in
+                    let common = Int(min(a.count, b.count))
+                    let compared = memcmp(base + Int(a.start), base + Int(b.start), common)
+                    return compared != 0 ? compared < 0 : a.count < b.count
+                }
+                for entry in order { try body(UnsafeRawBufferPointer(start: base + Int(entry.start), count: Int(entry.count))) }
+            }
+        }
+    }
+
+    private(set) var batches: [Batch] = []
+
+    /// Adds the entry of `part` for row `primaryKey` to `database`'s batch.
+    mutating func add(_ part: UnsafeRawBufferPointer, primaryKey: UInt64, to database: Database) {
+        let index: Int
+        if let found = batches.firstIndex(where: { $0.database == database }) {
+            index = found
+        } else {
+            batches.append(Batch(database: database))
+            index = batches.count - 1
+        }
+        let start = batches[index].bytes.count
+        batches[index].bytes.append(contentsOf: part)
+        withUnsafeBytes(of: primaryKey.bigEndian) { batches[index].bytes.append(contentsOf: $0) }
+        batches[index].entries.append((Int32(start), Int32(part.count + 8)))
     }
 }
