@@ -140,7 +140,7 @@ extension ObjectGraph {
                 objectIDs: ids, unsaved: [:], batchSize: request.fetchBatchSize,
                 prefetching: request.relationshipKeyPathsForPrefetching, graph: self)
         }
-        var rows: [ManagedObjectID: ObjectSnapshot] = [:]
+        var rows = DeferredRows()
         let objects = try fetchObjects(request, deferringRows: true, readingRows: false, rows: &rows)
         var unsaved: [Int: Result] = [:]
         for (index, object) in objects.enumerated() where object.isInserted {

@@ -6,23 +6,24 @@ struct FaultBatching {
     /// age, 0 for none (``ManagedObjectContext/stalenessInterval``).
     var stalenessInterval: TimeInterval = -1
     /// The batch each fault of a batched fetch belongs to (until the batch is read).
-    var batches: [ManagedObjectID: FetchBatch] = [:]
+    var batches: [ObjectIdentityKey: FetchBatch] = [:]
     /// The rows a fetch read for the faults it returned (``FetchRequest/returnsObjectsAsFaults``),
     /// with when they were read: a fault fires from its row, so every object of one
     /// fetch has the values of one moment (one LMDB snapshot). A refresh, a merge or the
     /// staleness interval drops a kept row.
-    var fetchedRows: [ManagedObjectID: (row: ObjectSnapshot, readAt: ContinuousClock.Instant)] = [:]
+    var fetchedRows: [ObjectIdentityKey: (row: FetchedRow, readAt: ContinuousClock.Instant)] = [:]
 }
 
 /// The faults of one batch of a batched fetch: read together when one of them fires.
 final class FetchBatch {
-    /// The objects of the batch that were faults when the fetch returned.
-    let ids: [ManagedObjectID]
+    /// The identity keys of the objects of the batch that were faults when the fetch
+    /// returned.
+    let keys: [ObjectIdentityKey]
     /// The request's ``FetchRequest/relationshipKeyPathsForPrefetching``.
     let prefetching: [String]
 
-    init(ids: [ManagedObjectID], prefetching: [String]) {
-        self.ids = ids
+    init(keys: [ObjectIdentityKey], prefetching: [String]) {
+        self.keys = keys
         self.prefetching = prefetching
     }
 }
@@ -34,7 +35,7 @@ extension ObjectGraph {
     ///
     /// `rows` holds the rows the fetch read but did not apply yet (a fetch that merged
     /// pending changes).
-    func prepareFetched<Result>(_ objects: [ManagedObject], rows: [ManagedObjectID: ObjectSnapshot], for request: FetchRequest<Result>) throws {
+    func prepareFetched<Result>(_ objects: [ManagedObject], rows: DeferredRows, for request: FetchRequest<Result>) throws {
         let size = request.fetchBatchSize
         let paths = request.relationshipKeyPathsForPrefetching
         guard size > 0 else {
@@ -43,42 +44,43 @@ extension ObjectGraph {
         }
         // Faults of earlier fetches that were released never fire: forget their batches.
         if batching.batches.count > 2 * objects.count + 4096 {
-            batching.batches = batching.batches.filter { id, _ in registeredObject(for: id)?.faultState == .fault }
+            batching.batches = batching.batches.filter { key, _ in registeredObject(forKey: key)?.faultState == .fault }
         }
         let first = Array(objects.prefix(size))
         try fulfilFaults(first, rows: rows)
         if !paths.isEmpty { try prefetch(paths, for: first) }
         var start = size
         while start < objects.count {
-            let ids = objects[start..<min(start + size, objects.count)]
-                .filter { $0.faultState == .fault && mayReadUpstream($0.objectID) }.map(\.objectID)
-            if !ids.isEmpty {
-                let batch = FetchBatch(ids: ids, prefetching: paths)
-                for id in ids { batching.batches[id] = batch }
+            let members = objects[start..<min(start + size, objects.count)]
+                .filter { $0.faultState == .fault && ($0.hasTemporaryID ? parentContext != nil : true) }
+            if !members.isEmpty {
+                let keys = members.map(\.identityKey)
+                let batch = FetchBatch(keys: keys, prefetching: paths)
+                batching.batches.reserveCapacity(batching.batches.count + keys.count)
+                for key in keys { batching.batches[key] = batch }
             }
             start += size
         }
     }
 
     /// Keeps `rows`, read by a fetch for the faults it returns, until those faults fire.
-    func keepFetchedRows(_ rows: [ManagedObjectID: ObjectSnapshot], fetched count: Int) {
+    func keepFetchedRows(_ rows: DeferredRows, of objects: [ManagedObject]) {
         // Faults of earlier fetches that were released never fire: forget their rows.
-        if batching.fetchedRows.count > 2 * count + 4096 {
-            batching.fetchedRows = batching.fetchedRows.filter { id, _ in registeredObject(for: id)?.faultState == .fault }
+        if batching.fetchedRows.count > 2 * objects.count + 4096 {
+            batching.fetchedRows = batching.fetchedRows.filter { key, _ in registeredObject(forKey: key)?.faultState == .fault }
         }
         let now = ContinuousClock.now
-        let kept = rows.mapValues { (row: $0, readAt: now) }   // keeps the hash table: no rehashing
-        if batching.fetchedRows.isEmpty {
-            batching.fetchedRows = kept
-        } else {
-            batching.fetchedRows.merge(kept) { $1 }
+        batching.fetchedRows.reserveCapacity(batching.fetchedRows.count + objects.count)
+        for object in objects {
+            guard let row = rows.row(for: object) else { continue }
+            batching.fetchedRows[object.identityKey] = (row, now)
         }
     }
 
     /// The row a fetch read for `object`, a fault, when it is not older than the
     /// staleness interval allows; it is used once.
-    func fetchedRow(for object: ManagedObject) -> ObjectSnapshot? {
-        guard let kept = batching.fetchedRows.removeValue(forKey: object.objectID) else { return nil }
+    func fetchedRow(for object: ManagedObject) -> FetchedRow? {
+        guard !batching.fetchedRows.isEmpty, let kept = batching.fetchedRows.removeValue(forKey: object.identityKey) else { return nil }
         let interval = batching.stalenessInterval
         guard interval < 0 || kept.readAt.duration(to: .now) <= .seconds(interval) else { return nil }
         return kept.row
@@ -87,44 +89,75 @@ extension ObjectGraph {
     /// Reads the values of every fault among `objects` in one read transaction per store
     /// (rows in `rows` are applied without reading), under the staleness interval.
     /// A fault whose row is missing stays a fault: it is handled when it fires.
-    func fulfilFaults(_ objects: [ManagedObject], rows: [ManagedObjectID: ObjectSnapshot] = [:]) throws {
+    func fulfilFaults(_ objects: [ManagedObject], rows: DeferredRows = DeferredRows()) throws {
         var toRead: [ManagedObject] = []
         for object in objects where object.faultState == .fault && object.owner === self {
-            if let row = rows[object.objectID] {
-                object.apply(row)
-                object.awakeFromFetch()
+            if let row = rows.row(for: object) {
+                try row.apply(to: object)
             } else if mayReadUpstream(object.objectID) {
                 toRead.append(object)
             }
         }
         guard !toRead.isEmpty else { return }
-        let found = try upstreamSnapshots(of: toRead.map(\.objectID))
-        for object in toRead where object.faultState == .fault {
-            guard let row = found[object.objectID] else { continue }
-            object.apply(row)
-            object.awakeFromFetch()
+        try applyRows(of: toRead)
+    }
+
+    /// Reads the rows of `objects` (faults) in one read per store and applies each to
+    /// its object; a missing row leaves its object a fault.
+    private func applyRows(of objects: [ManagedObject]) throws {
+        // A root context with nothing cached to reuse reads its stores by primary key: no
+        // ID is made. Otherwise rows come by ID (from the parent, or the row cache).
+        if parentContext == nil, readGenerationIsUnpinned, (try? coordinator.rowCache.count) == 0 || batching.stalenessInterval == 0 {
+            try applyRowsByKey(of: objects)
+            return
+        }
+        for row in try upstreamRows(of: objects.map(\.objectID)) {
+            let object: ManagedObject?
+            switch row {
+            case .record(let records, let index):
+                let batch = records.batch
+                guard let storage = batch.storage(of: index) else { continue }
+                object = registeredObject(store: StoreNumbers.number(for: batch.store.identifier), entity: storage.entity, primaryKey: batch.rows[index].key)
+            case .snapshot(let snapshot):
+                object = registeredObject(for: snapshot.objectID)
+            }
+            guard let object, object.faultState == .fault, object.owner === self else { continue }
+            try row.apply(to: object)
         }
     }
 
-    /// The row of `object`, a fault of a batched fetch, read together with the rest of
-    /// its batch (which is fulfilled and prefetched on the way); nil when `object`
-    /// belongs to no batch, or its row is missing.
-    func batchedSnapshot(for object: ManagedObject) throws -> ObjectSnapshot? {
-        guard let batch = batching.batches[object.objectID] else { return nil }
-        for id in batch.ids where batching.batches[id] === batch { batching.batches[id] = nil }
-        let others = batch.ids.compactMap { registeredObject(for: $0) }
-            .filter { $0 !== object && $0.faultState == .fault && $0.owner === self }
-        let found = try upstreamSnapshots(of: others.map(\.objectID) + [object.objectID])
-        for other in others where other.faultState == .fault {
-            guard let row = found[other.objectID] else { continue }
-            other.apply(row)
-            other.awakeFromFetch()
+    /// ``applyRows(of:)`` for a root context reading its stores' latest state: each
+    /// store's rows in one read by primary key, applied in the order they come.
+    private func applyRowsByKey(of objects: [ManagedObject]) throws {
+        let stores = try coordinator.persistentStores
+        var byStore: [UInt32: [ManagedObject]] = [:]
+        for object in objects where !object.hasTemporaryID { byStore[object.storeNumber, default: []].append(object) }
+        for (number, members) in byStore {
+            guard let store = stores.first(where: { StoreNumbers.number(for: $0.identifier) == number }) else { continue }
+            let batch = try coordinator.records(of: members.map { ($0.entity.name, $0.rowKey) }, in: store)
+            let records = FetchedRecords(batch)
+            for index in batch.rows.indices {
+                guard let storage = batch.storage(of: index),
+                      let object = registeredObject(store: number, entity: storage.entity, primaryKey: batch.rows[index].key),
+                      object.faultState == .fault, object.owner === self
+                else { continue }
+                try FetchedRow.record(records, index).apply(to: object)
+            }
         }
-        var row = found[object.objectID]
+    }
+
+    /// Fulfils `object`, a fault of a batched fetch, together with the rest of its batch
+    /// (in one read, prefetched on the way). Returns false when `object` belongs to no
+    /// batch; it may still be a fault then if its row is missing.
+    func fireBatch(of object: ManagedObject) throws -> Bool {
+        guard !batching.batches.isEmpty, let batch = batching.batches[object.identityKey] else { return false }
+        for key in batch.keys { batching.batches.removeValue(forKey: key) }
+        let members = batch.keys.compactMap { registeredObject(forKey: $0) }.filter { $0.faultState == .fault && $0.owner === self }
+        try applyRows(of: members.contains { $0 === object } ? members : members + [object])
         if !batch.prefetching.isEmpty {
-            try prefetch(batch.prefetching, for: others.filter { $0.faultState == .fulfilled }, firing: &row)
+            try prefetch(batch.prefetching, for: members.filter { $0.faultState == .fulfilled })
         }
-        return row
+        return true
     }
 
     /// Loads the destinations of each key path (`"folder"`, `"tags"`, `"folder.notes"`)
@@ -133,33 +166,21 @@ extension ObjectGraph {
     /// yet are read for all objects in one read, and the destinations' faults are
     /// fulfilled in one more. It only fills in faults and unloaded relationships, so it
     /// never changes what a fetch returns nor an object's unsaved values.
-    ///
-    /// `firing` is the row of an object that is being fulfilled (not in `objects`):
-    /// its relationships are prefetched into the row.
-    func prefetch(_ paths: [String], for objects: [ManagedObject], firing: inout ObjectSnapshot?) throws {
+    func prefetch(_ paths: [String], for objects: [ManagedObject]) throws {
         // The fetched objects first: their rows hold the to-one destinations.
         try fulfilFaults(objects)
         for path in paths {
             var sources = objects
-            var row = firing
-            for (level, name) in path.split(separator: ".").map(String.init).enumerated() {
-                sources = try prefetchStep(name, from: sources, firing: &row)
-                if level == 0 { firing = row }
-                row = nil
+            for name in path.split(separator: ".").map(String.init) {
+                sources = try prefetchStep(name, from: sources)
                 if sources.isEmpty { break }
             }
         }
     }
 
-    /// ``prefetch(_:for:firing:)`` with no object being fulfilled.
-    func prefetch(_ paths: [String], for objects: [ManagedObject]) throws {
-        var none: ObjectSnapshot?
-        try prefetch(paths, for: objects, firing: &none)
-    }
-
     /// One level of prefetching: the destinations of `name` of every source, loaded,
     /// their faults fulfilled. Returns the destinations (each once).
-    private func prefetchStep(_ name: String, from sources: [ManagedObject], firing row: inout ObjectSnapshot?) throws -> [ManagedObject] {
+    private func prefetchStep(_ name: String, from sources: [ManagedObject]) throws -> [ManagedObject] {
         var destinations: [ManagedObject] = []
         var seen = Set<ObjectIdentifier>()
         func collect(_ object: ManagedObject) {
@@ -175,29 +196,14 @@ extension ObjectGraph {
                 source.relationshipStorage(at: slot).objects.forEach(collect)
             }
         }
-        var rowSlot: Int?
-        if let current = row, let entity = try model.entitiesByName[current.objectID.entityName],
-           let slot = entity.relationshipSlots[name] {
-            switch current.relationships[slot] {
-            case .toOne(let id): if let id { collect(object(for: id)) }
-            case .toMany(let ids): ids.map(object(for:)).forEach(collect)
-            case .notLoaded: rowSlot = slot
-            }
-        }
-        if !unloaded.isEmpty || rowSlot != nil {
-            var owners = unloaded.map(\.object.objectID)
-            if rowSlot != nil, let id = row?.objectID { owners.append(id) }
-            let links = try upstreamDestinations(of: owners, relationship: name)
+        if !unloaded.isEmpty {
+            let links = try upstreamDestinations(of: unloaded.map(\.object.objectID), relationship: name)
             for (source, slot) in unloaded {
                 guard let ids = links[source.objectID], case .notLoaded = source.relationshipStorage(at: slot) else { continue }
                 let relationship = source.entity.relationships[slot]
                 let storage = ToManyStorage(isOrdered: relationship.isOrdered, objects: ids.map { object(for: $0) })
                 source.setLoadedRelationship(storage, at: slot)
                 storage.objects.forEach(collect)
-            }
-            if let slot = rowSlot, let id = row?.objectID, let ids = links[id] {
-                row?.relationships[slot] = .toMany(ids)
-                ids.map(object(for:)).forEach(collect)
             }
         }
         try fulfilFaults(destinations)
@@ -213,9 +219,9 @@ struct MergedSubject: PredicateSubject {
     let row: ObjectSnapshot?
     let graph: ObjectGraph
 
-    init(_ object: ManagedObject, rows: [ManagedObjectID: ObjectSnapshot], graph: ObjectGraph) {
+    init(_ object: ManagedObject, rows: [ObjectIdentifier: ObjectSnapshot], graph: ObjectGraph) {
         self.object = object
-        row = object.faultState == .fault ? rows[object.objectID] : nil
+        row = object.faultState == .fault ? rows[ObjectIdentifier(object)] : nil
         self.graph = graph
     }
 
@@ -223,14 +229,14 @@ struct MergedSubject: PredicateSubject {
     var predicateObjectID: ManagedObjectID { object.objectID }
 
     func predicateAttribute(_ name: String) throws -> AttributeValue? {
-        guard let row, let slot = object.entity.attributeSlots[name] else {
+        guard let row, let slot = object.entity.attributeSlot(named: name) else {
             return try ObjectSubject(object: object).predicateAttribute(name)
         }
         return row.attributes[slot]
     }
 
     func predicateDestinations(_ name: String) throws -> [MergedSubject] {
-        if let row, let slot = object.entity.relationshipSlots[name], case .toOne(let id) = row.relationships[slot] {
+        if let row, let slot = object.entity.relationshipSlot(named: name), case .toOne(let id) = row.relationships[slot] {
             return id.map { [MergedSubject(graph.object(for: $0), rows: [:], graph: graph)] } ?? []
         }
         return try ObjectSubject(object: object).predicateDestinations(name).map { MergedSubject($0.object, rows: [:], graph: graph) }

@@ -13,7 +13,7 @@ extension ObjectGraph {
     ///
     /// The order and the window (`fetchOffset`, `fetchLimit`) apply to the merged result.
     func fetchObjects<Result>(_ request: FetchRequest<Result>) throws -> [ManagedObject] {
-        var rows: [ManagedObjectID: ObjectSnapshot] = [:]
+        var rows = DeferredRows()
         return try fetchObjects(request, deferringRows: false, readingRows: false, rows: &rows)
     }
 
@@ -21,7 +21,7 @@ extension ObjectGraph {
     /// objects (new ones stay faults) but handed back in `rows` when they were read;
     /// `readingRows` reads them even when the objects are to be faults.
     func fetchObjects<Result>(
-        _ request: FetchRequest<Result>, deferringRows: Bool, readingRows: Bool, rows deferredRows: inout [ManagedObjectID: ObjectSnapshot]
+        _ request: FetchRequest<Result>, deferringRows: Bool, readingRows: Bool, rows deferredRows: inout DeferredRows
     ) throws -> [ManagedObject] {
         _ = try request.validate(in: model)
         try requireStores(for: request.entityName)
@@ -40,10 +40,28 @@ extension ObjectGraph {
         var objects: [ManagedObject] = []
         for rows in try upstreamFetch(storeRequest) {
             switch rows {
+            case .rows(let batch) where deferringRows:
+                let records = FetchedRecords(batch)
+                objects.reserveCapacity(objects.count + batch.count)
+                try forEachFetchedObject(in: batch) { object, index in
+                    if object.faultState == .fault { deferredRows.add(.record(records, index), for: object) }
+                    objects.append(object)
+                }
+            case .rows(let batch):
+                objects.reserveCapacity(objects.count + batch.count)
+                try forEachFetchedObject(in: batch) { object, index throws(StrataError) in
+                    if object.faultState == .fault {
+                        try batch.withRecord(of: index) { record throws(StrataError) in
+                            try object.apply(record: record, of: batch.storage(of: index)!, key: PrimaryKey(batch.rows[index].key)!, in: batch.store)
+                        }
+                        object.awakeFromFetch()
+                    }
+                    objects.append(object)
+                }
             case .snapshots(let snapshots) where deferringRows:
                 for snapshot in snapshots {
                     let object = self.object(for: snapshot.objectID)
-                    if object.faultState == .fault { deferredRows[snapshot.objectID] = snapshot }
+                    if object.faultState == .fault { deferredRows.add(.snapshot(snapshot), for: object) }
                     objects.append(object)
                 }
             case .snapshots(let snapshots):
@@ -84,7 +102,7 @@ extension ObjectGraph {
         }
         var failure: (any Error)?
         let descriptors = request.sortDescriptors
-        let deferred = deferredRows
+        let deferred = try deferredRows.snapshotsByObject()
         merged.sort { a, b in
             do {
                 if !deferred.isEmpty {
@@ -139,20 +157,29 @@ extension ObjectGraph {
         }
         switch request.resultType {
         case .managedObject:
-            var rows: [ManagedObjectID: ObjectSnapshot] = [:]
+            var rows = DeferredRows()
             // Faults without a batch size keep the rows the fetch read, so they fire with
             // the values of the fetch's moment (Core Data's row cache), not of their own.
             let faulting = request.fetchBatchSize == 0 && request.returnsObjectsAsFaults
             let objects = try fetchObjects(request, deferringRows: request.fetchBatchSize > 0 || faulting, readingRows: faulting, rows: &rows)
             if faulting && request.relationshipKeyPathsForPrefetching.isEmpty {
-                keepFetchedRows(rows, fetched: objects.count)
+                keepFetchedRows(rows, of: objects)
             } else if faulting {
                 try fulfilFaults(objects, rows: rows)   // prefetching realises them anyway
-                try prepareFetched(objects, rows: [:], for: request)
+                try prepareFetched(objects, rows: DeferredRows(), for: request)
             } else {
                 try prepareFetched(objects, rows: rows, for: request)
             }
             if Result.self == ManagedObject.self { return try cast(objects) }
+            // Objects all of one class, which is a `Result`, are the array as it is (a
+            // cast of each object to a generic type is slow): class references have
+            // the same layout whatever their static class.
+            if Result.self is AnyClass, let first = objects.first, first is Result {
+                let firstClass = ObjectIdentifier(type(of: first))
+                if objects.allSatisfy({ ObjectIdentifier(type(of: $0)) == firstClass }) {
+                    return unsafeBitCast(objects, to: [Result].self)
+                }
+            }
             let typed = objects.compactMap { $0 as? Result }
             guard typed.count == objects.count else {
                 let stray = objects.first { !($0 is Result) }.map { "\(type(of: $0))" } ?? "?"
@@ -194,6 +221,28 @@ extension ObjectGraph {
         return result
     }
 
+    /// Calls `body` with the object of each row of `batch` (the registered one, or a new
+    /// fault registered for the row) and the row's index. Touches no store.
+    private func forEachFetchedObject(in batch: RowBatch, _ body: (ManagedObject, Int) throws(StrataError) -> Void) throws(StrataError) {
+        reserveRegistrations(batch.count)
+        let store = StoreNumbers.number(for: batch.store.identifier)
+        let inTree = isInTree
+        var last: EntityStorage?  // rows mostly share one entity
+        for (index, row) in batch.rows.enumerated() {
+            let storage: EntityStorage
+            if let last, last.number == row.entity {
+                storage = last
+            } else {
+                guard let found = batch.store.entityStorage(numbered: row.entity) else {
+                    throw .corruptRecord(entity: "number \(row.entity)", primaryKey: row.key, reason: "the entity is not in the store")
+                }
+                storage = found
+                last = found
+            }
+            try body(object(forRow: row.key, of: storage.entity, store: store, inTree: inTree), index)
+        }
+    }
+
     /// The object of a fetched row: the registered one (its values untouched, a fault
     /// filled in), or a new one with the row's values.
     private func registerFetched(_ snapshot: ObjectSnapshot, entity: EntityDescription) -> ManagedObject {
@@ -229,6 +278,76 @@ extension AttributeValue {
         case .uri(let u): u
         case .decimal(let d): d
         case .transformable(let d): d
+        }
+    }
+}
+
+/// Rows a fetch read for objects and did not apply to them yet (they stay faults until
+/// they fire, or a batch realises them), by object.
+struct DeferredRows {
+    private(set) var rows: [ObjectIdentifier: FetchedRow] = [:]
+
+    /// Whether no row is kept.
+    var isEmpty: Bool { rows.isEmpty }
+
+    /// Keeps `row` for `object`.
+    mutating func add(_ row: FetchedRow, for object: ManagedObject) {
+        rows[ObjectIdentifier(object)] = row
+    }
+
+    /// The row kept for `object`, if any.
+    func row(for object: ManagedObject) -> FetchedRow? {
+        rows.isEmpty ? nil : rows[ObjectIdentifier(object)]
+    }
+
+    /// The rows as snapshots (for sorting merged results by a fault's stored values).
+    func snapshotsByObject() throws(StrataError) -> [ObjectIdentifier: ObjectSnapshot] {
+        var snapshots: [ObjectIdentifier: ObjectSnapshot] = [:]
+        for (object, row) in rows { snapshots[object] = try row.snapshot() }
+        return snapshots
+    }
+}
+
+/// The records of one fetch, shared by the faults they are kept for.
+final class FetchedRecords {
+    let batch: RowBatch
+
+    init(_ batch: RowBatch) {
+        self.batch = batch
+    }
+}
+
+/// A row read for an object: a stored record (of a fetch's batch), or a snapshot (from a
+/// parent context, or the row cache).
+enum FetchedRow {
+    case record(FetchedRecords, Int)
+    case snapshot(ObjectSnapshot)
+
+    /// The row as a snapshot.
+    func snapshot() throws(StrataError) -> ObjectSnapshot {
+        switch self {
+        case .record(let records, let index): try records.batch.snapshot(of: index)
+        case .snapshot(let snapshot): snapshot
+        }
+    }
+
+    /// Applies the row to `object` (a fault of it) and calls its `awakeFromFetch()`.
+    func apply(to object: ManagedObject) throws(StrataError) {
+        try applyValues(to: object)
+        object.awakeFromFetch()
+    }
+
+    /// Applies the row's values to `object` (a fault of it).
+    func applyValues(to object: ManagedObject) throws(StrataError) {
+        switch self {
+        case .record(let records, let index):
+            let batch = records.batch
+            guard let storage = batch.storage(of: index), let key = PrimaryKey(batch.rows[index].key) else {
+                throw .corruptRecord(entity: "number \(batch.rows[index].entity)", primaryKey: batch.rows[index].key, reason: "the entity is not in the store")
+            }
+            try batch.withRecord(of: index) { bytes throws(StrataError) in try object.apply(record: bytes, of: storage, key: key, in: batch.store) }
+        case .snapshot(let snapshot):
+            object.apply(snapshot)
         }
     }
 }

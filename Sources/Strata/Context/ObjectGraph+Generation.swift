@@ -21,6 +21,10 @@ enum GenerationPin {
 // and advanced by the context's save, merges, reset and setQueryGenerationFrom. Child
 // contexts are never pinned: they read through their parent, which may be.
 extension ObjectGraph {
+    /// Whether this context's reads see the newest committed state (it is not pinned to
+    /// a query generation).
+    var readGenerationIsUnpinned: Bool { !generationPin.isPinned }
+
     /// The generation a root context's reads use, taken now when the context is pinned to
     /// ``QueryGenerationToken/current`` and has not read yet; nil when it reads the newest
     /// state (unpinned, or a child).

@@ -11,7 +11,9 @@ extension ObjectGraph {
     /// - Returns: the IDs actually merged (for the didMergeChanges notification).
     func mergeChanges(inserted: Set<ManagedObjectID>, updated: Set<ManagedObjectID>, deleted: Set<ManagedObjectID>) throws -> ChangedObjectIDs {
         var merged = ChangedObjectIDs()
-        for id in updated.union(deleted) { batching.fetchedRows[id] = nil }
+        if !batching.fetchedRows.isEmpty {
+            for id in updated.union(deleted) { batching.fetchedRows[ObjectIdentityKey(id)] = nil }
+        }
         for id in deleted {
             guard let object = registeredObject(for: id) else { continue }
             forgetMergedDeletion(object)

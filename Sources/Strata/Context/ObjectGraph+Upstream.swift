@@ -31,6 +31,25 @@ extension ObjectGraph {
         return try coordinator.snapshots(of: permanent, staleness: batching.stalenessInterval)
     }
 
+    /// The current rows of `ids` in the parent store, read in one go (missing ones are
+    /// left out): stored records from the stores, snapshots from a parent context or the
+    /// row cache.
+    func upstreamRows(of ids: [ManagedObjectID]) throws -> [FetchedRow] {
+        if let parent = parentContext { return try parent.rowsForChild(ids).values.map(FetchedRow.snapshot) }
+        let permanent = ids.filter { !$0.isTemporaryID }
+        let (cached, batches) = if let generation = try readGeneration() {
+            (([ObjectSnapshot]()), try coordinator.records(of: permanent, in: generation))
+        } else {
+            try coordinator.records(of: permanent, staleness: batching.stalenessInterval)
+        }
+        var rows = cached.map(FetchedRow.snapshot)
+        for batch in batches {
+            let records = FetchedRecords(batch)
+            for index in batch.rows.indices { rows.append(.record(records, index)) }
+        }
+        return rows
+    }
+
     /// The destinations of `relationship` of `id` in the parent store.
     func upstreamDestinations(of id: ManagedObjectID, relationship: String) throws -> [ManagedObjectID] {
         if let parent = parentContext { return try parent.destinationsForChild(of: [id], relationship: relationship)[id] ?? [] }

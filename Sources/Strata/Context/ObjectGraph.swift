@@ -97,6 +97,11 @@ final class ObjectGraph: ObjectOwner {
     /// (``processPendingChanges()``) rather than only at save.
     var propagatesDeletesAtEndOfEvent = true
 
+    /// See ``identityKey(of:)``.
+    @exclusivity(unchecked) private var lastKeyStore: (uuid: UUID, number: UInt32)?
+    @exclusivity(unchecked) private var lastKeyEntity: (name: String, number: UInt32)?
+    /// The model's entity of the last ID an object was made for (``object(for:)``).
+    @exclusivity(unchecked) private var lastIDEntity: EntityDescription?
     /// The entity an object of the last insert came with, and the model's description of
     /// it (objects made with `Note()` carry their class's description).
     @exclusivity(unchecked) private var lastInsertedEntity: (given: EntityDescription, model: EntityDescription)?
@@ -164,9 +169,12 @@ final class ObjectGraph: ObjectOwner {
 
     /// The registered object for `id`, if any.
     func registeredObject(for id: ManagedObjectID) -> ManagedObject? {
-        if let object = identities[ObjectIdentityKey(id)] { return object }
+        let key = identityKey(of: id)
+        if let object = identities[key] { return object }
+        // Nothing was ever recorded in the family: no ID has another name.
+        guard family.generation != 0 else { return nil }
         adoptPermanentIDsIfNeeded()
-        if let object = identities[ObjectIdentityKey(id)] { return object }
+        if let object = identities[key] { return object }
         // An ID this context knows by its other name: the permanent ID of an object it
         // still has under its temporary one (adopted above unless it was not registered
         // then), or the temporary ID of an object that has its permanent one by now.
@@ -179,10 +187,36 @@ final class ObjectGraph: ObjectOwner {
         return nil
     }
 
+    /// The identity key of `id`, its store's and entity name's numbers remembered from the
+    /// last ID asked for (IDs come in runs of one store and one entity: a fetch, a batch).
+    func identityKey(of id: ManagedObjectID) -> ObjectIdentityKey {
+        guard case .permanent(let store, let primaryKey) = id.identity else { return ObjectIdentityKey(id) }
+        let storeNumber: UInt32
+        if let last = lastKeyStore, last.uuid == store {
+            storeNumber = last.number
+        } else {
+            storeNumber = StoreNumbers.number(for: store)
+            lastKeyStore = (store, storeNumber)
+        }
+        let entityNumber: UInt32
+        if let last = lastKeyEntity, last.name == id.entityName {
+            entityNumber = last.number
+        } else {
+            entityNumber = EntityNames.number(for: id.entityName)
+            lastKeyEntity = (id.entityName, entityNumber)
+        }
+        return ObjectIdentityKey(store: storeNumber, entity: entityNumber, primaryKey: primaryKey)
+    }
+
     /// The object registered for the row `primaryKey` of `entity` in the store numbered
     /// `store`: the fetch path's lookup, with no ID made.
     func registeredObject(store: UInt32, entity: EntityDescription, primaryKey: UInt64) -> ManagedObject? {
         identities[ObjectIdentityKey(store: store, entity: entity.nameNumber, primaryKey: primaryKey)]
+    }
+
+    /// The object registered under `key`, if any.
+    func registeredObject(forKey key: ObjectIdentityKey) -> ManagedObject? {
+        identities[key]
     }
 
     /// Moves registered objects with temporary IDs to the permanent IDs the family
@@ -253,14 +287,40 @@ final class ObjectGraph: ObjectOwner {
         return object
     }
 
+    /// The object for row `key` of `entity` in the store numbered `store`: the registered
+    /// one, or a new fault of the entity's class (the fetch path's lookup: no ID is made
+    /// unless the context is in a tree, `inTree` (``isInTree``), where the row may be
+    /// known by a temporary ID).
+    func object(forRow key: UInt64, of entity: EntityDescription, store: UInt32, inTree: Bool) -> ManagedObject {
+        if let registered = identities[ObjectIdentityKey(store: store, entity: entity.nameNumber, primaryKey: key)] { return registered }
+        if inTree, let registered = registeredObject(for: ManagedObjectID(storeNumber: store, entityName: entity.name, primaryKey: key)) {
+            return registered
+        }
+        let object = entity.managedObjectClass.init(entity: entity)
+        object.becomeNewFault(store: store, primaryKey: key, owner: self)
+        register(object)
+        return object
+    }
+
     /// The object for `id`: the registered one, or a new fault of the entity's class.
     /// Touches no store.
     override func object(for id: ManagedObjectID) -> ManagedObject {
         if let registered = registeredObject(for: id) { return registered }
         let id = id.isTemporaryID ? family.permanentID(for: id) ?? id : id
-        let entity = (try? model)?.entitiesByName[id.entityName] ?? EntityDescription(name: id.entityName)
+        let entity: EntityDescription
+        if let last = lastIDEntity, last.name == id.entityName {
+            entity = last
+        } else {
+            entity = (try? model)?.entitiesByName[id.entityName] ?? EntityDescription(name: id.entityName)
+            lastIDEntity = entity
+        }
         let object = entity.managedObjectClass.init(entity: entity)
-        object.becomeFault(for: id, owner: self)
+        if case .permanent = id.identity {
+            let key = identityKey(of: id)
+            object.becomeNewFault(store: key.storeNumber, primaryKey: key.low, owner: self)
+        } else {
+            object.becomeFault(for: id, owner: self)
+        }
         register(object)
         return object
     }
@@ -294,12 +354,14 @@ final class ObjectGraph: ObjectOwner {
 
     // MARK: ObjectOwner
 
-    override func snapshotForFault(of object: ManagedObject) throws(StrataError) -> ObjectSnapshot {
+    override func fireFault(of object: ManagedObject) throws(StrataError) {
         do {
-            if let snapshot = fetchedRow(for: object) { return snapshot }
-            if let snapshot = try batchedSnapshot(for: object) { return snapshot }
+            if let row = fetchedRow(for: object) { return try row.applyValues(to: object) }
+            // A batched fetch's fault fulfils its whole batch, itself included unless its
+            // row is gone.
+            if try fireBatch(of: object), object.faultState != .fault { return }
             guard let snapshot = try read(object.objectID) else { throw StrataError.inaccessibleFault(object.objectID) }
-            return snapshot
+            object.apply(snapshot)
         } catch let error as StrataError {
             throw error
         } catch {
@@ -683,7 +745,7 @@ final class ObjectGraph: ObjectOwner {
     /// unsaved changes on top; without, discards its changes and turns it into a fault.
     func refresh(_ object: ManagedObject, mergeChanges: Bool) throws {
         guard object.owner === self, !object.isInserted else { return }
-        batching.fetchedRows[object.objectID] = nil
+        batching.fetchedRows[object.identityKey] = nil
         event.record(object, in: .refreshed)
         guard mergeChanges else {
             event.unrecord(object, from: .updated)

@@ -56,6 +56,53 @@ extension PersistentStoreCoordinator {
         return found
     }
 
+    /// The rows of `ids` (permanent IDs of added stores; others are skipped): cached rows
+    /// no older than `staleness`, as snapshots, and the rest as their stored records, read
+    /// in one read transaction per store (not cached: a batch of faults reads each row
+    /// once). Rows that do not exist are missing.
+    nonisolated func records(of ids: some Sequence<ManagedObjectID>, staleness: Double) throws -> (cached: [ObjectSnapshot], batches: [RowBatch]) {
+        var cached: [ObjectSnapshot] = []
+        var missing: [UUID: [ManagedObjectID]] = [:]
+        var cachedStores: Set<UUID> = []
+        for id in ids {
+            if let row = rowCache.snapshot(of: id, staleness: staleness) {
+                cached.append(row)
+                if let store = id.storeIdentifier { cachedStores.insert(store) }
+            } else if let store = id.storeIdentifier {
+                missing[store, default: []].append(id)
+            }
+        }
+        for store in cachedStores { try checkUsable(store: store) }
+        var batches: [RowBatch] = []
+        for (identifier, wanted) in missing {
+            guard let store = persistentStores.first(where: { $0.identifier == identifier }) else { continue }
+            countRead()
+            batches.append(try store.file.readRecords(of: wanted))
+        }
+        return (cached, batches)
+    }
+
+    /// The stored records of the rows `rows` (entity name and primary key) of `store`,
+    /// read in one read transaction, not cached; missing rows are left out.
+    nonisolated func records(of rows: [(entityName: String, key: UInt64)], in store: PersistentStore) throws -> RowBatch {
+        countRead()
+        return try store.file.readRecords(ofRows: rows)
+    }
+
+    /// The rows of `ids` in `generation`'s snapshots, as stored records.
+    nonisolated func records(of ids: some Sequence<ManagedObjectID>, in generation: QueryGeneration) throws -> [RowBatch] {
+        var byStore: [UUID: [ManagedObjectID]] = [:]
+        for id in ids {
+            if let store = id.storeIdentifier { byStore[store, default: []].append(id) }
+        }
+        var batches: [RowBatch] = []
+        for (identifier, wanted) in byStore {
+            guard let store = persistentStores.first(where: { $0.identifier == identifier }) else { continue }
+            batches.append(try store.file.readRecords(of: wanted, in: try generation.snapshot(of: store)))
+        }
+        return batches
+    }
+
     /// Throws ``StrataError/storage(_:)`` of ``LMDBError/environmentUnusable`` when the
     /// store `identifier` names is terminal (``PersistentStore/terminalError``): its
     /// cached rows are not served either, since every read of it fails.
@@ -129,6 +176,49 @@ extension StoreFile {
                 }
                 return rows
             }
+        }
+    }
+
+    /// The stored records of the rows of `ids` that exist, read in one transaction (or in
+    /// `snapshot`).
+    func readRecords(of ids: [ManagedObjectID], in snapshot: ReadSnapshot? = nil) throws -> RowBatch {
+        try withReadTransaction(in: snapshot) { txn in
+            var batch = RowBatch(store: self)
+            for id in ids {
+                let (storage, key) = try row(of: id)
+                guard let rows = storage.rows else { continue }
+                var encoded = key.rawValue.bigEndian
+                try withUnsafeBytes(of: &encoded) { keyBytes in
+                    try txn.withValue(forKey: keyBytes, in: rows) { record in
+                        if let record { batch.append(entity: storage, key: key, record: record) }
+                    }
+                }
+            }
+            return batch
+        }
+    }
+
+    /// The stored records of `rows` (entity name and primary key) that exist, read in one
+    /// transaction.
+    func readRecords(ofRows rows: [(entityName: String, key: UInt64)]) throws -> RowBatch {
+        try withReadTransaction(in: nil) { txn in
+            var batch = RowBatch(store: self)
+            var last: EntityStorage?
+            for (entityName, key) in rows {
+                let storage: EntityStorage
+                if let last, last.name == entityName { storage = last } else {
+                    storage = try entityStorage(named: entityName)
+                    last = storage
+                }
+                guard let table = storage.rows, let primaryKey = PrimaryKey(key) else { continue }
+                var encoded = key.bigEndian
+                try withUnsafeBytes(of: &encoded) { keyBytes in
+                    try txn.withValue(forKey: keyBytes, in: table) { record in
+                        if let record { batch.append(entity: storage, key: primaryKey, record: record) }
+                    }
+                }
+            }
+            return batch
         }
     }
 

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Faulting and snapshots: how an object's values come from, and go to, its context.
 extension ManagedObject {
     /// Reads the object's values if it is a fault. Returns false when they cannot be
@@ -15,8 +17,7 @@ extension ManagedObject {
             return false
         }
         do {
-            let snapshot = try owner.snapshotForFault(of: self)
-            apply(snapshot)
+            try owner.fireFault(of: self)
             awakeFromFetch()
             return true
         } catch {
@@ -52,19 +53,111 @@ extension ManagedObject {
     /// when the object was a fault). Clears the modified flag.
     func apply(_ snapshot: ObjectSnapshot) {
         let wasFault = faultState != .fulfilled
-        let entity = _entity
-        for (slot, attribute) in entity.attributes.enumerated() {
-            if attribute.isTransient {
-                if wasFault { storeAttribute(attribute.defaultValue, at: slot) }
+        let layout = _entity.layout
+        for slot in layout.attributes.indices {
+            if layout.isTransient[slot] {
+                if wasFault { storeAttribute(layout.defaults[slot], at: slot) }
             } else {
                 storeAttribute(slot < snapshot.attributes.count ? snapshot.attributes[slot] : nil, at: slot)
             }
         }
-        for (slot, relationship) in entity.relationships.enumerated() {
+        for slot in layout.relationships.indices {
             let value = slot < snapshot.relationships.count ? snapshot.relationships[slot] : .notLoaded
-            storeRelationship(resolve(value, ordered: relationship.isOrdered), at: slot)
+            storeRelationship(resolve(value, ordered: layout.isOrdered[slot]), at: slot)
         }
         rowVersion = snapshot.version
+        dropCommittedCopy()
+        faultFailure = nil
+        _bits = ObjectBits.settled(_bits & ~(ObjectBits.faultMask | ObjectBits.modified) | ObjectBits.saved)
+    }
+
+    /// ``apply(_:)`` from a stored record: row `key` of `storage`'s entity in `store`,
+    /// decoded straight into the object's slots (no snapshot is made). Attributes the
+    /// record does not hold are nil; to-one relationships resolve through the owner;
+    /// to-many ones are not loaded.
+    ///
+    /// - Throws: ``StrataError/corruptRecord(entity:primaryKey:reason:)`` for a record that
+    ///   does not decode, or holds a value of another type than its attribute's; the
+    ///   object is unchanged then only if the first field fails (it stays a fault).
+    func apply(record bytes: UnsafeRawBufferPointer, of storage: EntityStorage, key: PrimaryKey, in store: StoreFile) throws(StrataError) {
+        let wasFault = faultState != .fulfilled
+        let layout = _entity.layout
+        var seen = SlotMarks(attributes: entity.attributes.count, relationships: entity.relationships.count)
+        var reader = RecordCodec.Reader(bytes)
+        func corrupt(_ error: RecordDecodingError) -> StrataError {
+            .corruptRecord(entity: storage.name, primaryKey: key.rawValue, reason: error.reason)
+        }
+        let version: UInt64
+        do {
+            version = try reader.header()
+            while let (number, tag) = try reader.nextField() {
+                switch storage.field(numbered: number) {
+                case nil:
+                    _ = try reader.value(tag)  // a field this model does not know: ignored
+                case .attribute(let slot):
+                    seen.markAttribute(slot)
+                    // The common cases go straight into the typed field.
+                    if case .field(let offset, .plain(let base)) = layout.attributes[slot] {
+                        switch (base, tag) {
+                        case (.int64, .integer):
+                            fieldPointer(at: offset, as: Int64.self).pointee = try reader.integer()
+                            continue
+                        case (.int, .integer):
+                            fieldPointer(at: offset, as: Int.self).pointee = Int(try reader.integer())
+                            continue
+                        case (.double, .double):
+                            fieldPointer(at: offset, as: Double.self).pointee = try reader.double()
+                            continue
+                        case (.date, .date):
+                            fieldPointer(at: offset, as: Date.self).pointee = Date(timeIntervalSinceReferenceDate: try reader.double())
+                            continue
+                        case (.string, .string):
+                            fieldPointer(at: offset, as: String.self).pointee = try reader.string()
+                            continue
+                        case (.bool, .falseValue), (.bool, .trueValue):
+                            fieldPointer(at: offset, as: Bool.self).pointee = tag == .trueValue
+                            continue
+                        default:
+                            break
+                        }
+                    }
+                    let value = try reader.value(tag)
+                    guard storage.attributes[slot].type.accepts(value) else {
+                        let attribute = storage.attributes[slot].description
+                        throw StrataError.corruptRecord(
+                            entity: storage.name, primaryKey: key.rawValue,
+                            reason: "field \(number) (\(attribute.name)) holds a \(value.kindName) value, not a \(attribute.type)")
+                    }
+                    storeAttribute(value, at: slot)
+                case .relationship(let slot):
+                    seen.markRelationship(slot)
+                    let id = try store.destinationID(try reader.value(tag), of: slot, storage: storage, key: key)
+                    storeRelationship(owner.map { .toOne($0.object(for: id)) } ?? .toOne(nil), at: slot)
+                }
+            }
+        } catch let error as RecordDecodingError {
+            throw corrupt(error)
+        } catch let error as StrataError {
+            throw error
+        } catch {
+            throw corrupt(RecordDecodingError(reason: "\(error)", offset: reader.offset))
+        }
+        if _bits & ObjectBits.nilOverrides != 0 {
+            // Values the record holds replace nils that fields could not hold.
+            for slot in side?.nilAttributes ?? [] where seen.hasAttribute(slot) { side?.nilAttributes.remove(slot) }
+            if side?.nilAttributes.isEmpty != false { setFlag(ObjectBits.nilOverrides, false) }
+        }
+        for slot in layout.attributes.indices where !seen.hasAttribute(slot) {
+            if layout.isTransient[slot] {
+                if wasFault { storeAttribute(layout.defaults[slot], at: slot) }
+            } else {
+                storeAttribute(nil, at: slot)
+            }
+        }
+        for slot in layout.relationships.indices where !seen.hasRelationship(slot) {
+            storeRelationship(layout.isToMany[slot] ? .notLoaded : .toOne(nil), at: slot)
+        }
+        rowVersion = version
         dropCommittedCopy()
         faultFailure = nil
         _bits = ObjectBits.settled(_bits & ~(ObjectBits.faultMask | ObjectBits.modified) | ObjectBits.saved)
@@ -73,10 +166,11 @@ extension ManagedObject {
     /// The object's current persistent state, for a save. Transient attributes are nil.
     func makeSnapshot() -> ObjectSnapshot {
         let entity = _entity
+        let layout = entity.layout
         var attributes: [AttributeValue?] = []
-        attributes.reserveCapacity(entity.attributes.count)
-        for (slot, attribute) in entity.attributes.enumerated() {
-            attributes.append(attribute.isTransient ? nil : attributeValue(at: slot))
+        attributes.reserveCapacity(layout.attributes.count)
+        for slot in layout.attributes.indices {
+            attributes.append(layout.isTransient[slot] ? nil : attributeValue(at: slot))
         }
         return ObjectSnapshot(
             objectID: objectID, version: rowVersion, attributes: attributes,
@@ -123,6 +217,14 @@ extension ManagedObject {
         dropCommittedCopy()
         faultFailure = nil
         _bits = ObjectBits.settled(_bits & ~(ObjectBits.faultMask | ObjectBits.modified | ObjectBits.saved) | ObjectBits.fault)
+    }
+
+    /// Makes a new object (just made with `init(entity:)`) the fault of row `primaryKey`
+    /// of the store numbered `store`, in `owner`'s context.
+    func becomeNewFault(store: UInt32, primaryKey: UInt64, owner: ObjectOwner) {
+        assignPermanentKey(store: store, primaryKey: primaryKey)
+        _owner = owner
+        _bits = ObjectBits.settled(_bits & ~ObjectBits.faultMask | ObjectBits.fault | ObjectBits.owned)
     }
 
     /// Records a save: the current values become the committed ones at `version`, with
@@ -184,5 +286,33 @@ extension ManagedObject {
     func setLoadedRelationship(_ storage: ToManyStorage, at slot: Int) {
         storeRelationship(.toMany(storage), at: slot)
         side?.committed?.relationships[slot] = .toMany(storage)
+    }
+}
+
+/// Which slots a record set (``ManagedObject/apply(record:of:key:in:)``): bits in one word
+/// for the first 64 attribute and relationship slots, a set beyond.
+struct SlotMarks {
+    private var attributeBits: UInt64 = 0
+    private var relationshipBits: UInt64 = 0
+    private var more: Set<Int>?
+
+    init(attributes: Int, relationships: Int) {
+        if attributes > 64 || relationships > 64 { more = [] }
+    }
+
+    mutating func markAttribute(_ slot: Int) {
+        if slot < 64 { attributeBits |= 1 << UInt64(slot) } else { more?.insert(slot) }
+    }
+
+    mutating func markRelationship(_ slot: Int) {
+        if slot < 64 { relationshipBits |= 1 << UInt64(slot) } else { more?.insert(-1 - slot) }
+    }
+
+    func hasAttribute(_ slot: Int) -> Bool {
+        slot < 64 ? attributeBits & (1 << UInt64(slot)) != 0 : more?.contains(slot) == true
+    }
+
+    func hasRelationship(_ slot: Int) -> Bool {
+        slot < 64 ? relationshipBits & (1 << UInt64(slot)) != 0 : more?.contains(-1 - slot) == true
     }
 }

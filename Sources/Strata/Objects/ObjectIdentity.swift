@@ -19,6 +19,9 @@ struct ObjectIdentityKey: Hashable {
         low = primaryKey
     }
 
+    /// The store number of a permanent ID's key.
+    var storeNumber: UInt32 { UInt32(truncatingIfNeeded: high >> 32) & 0x7FFF_FFFF }
+
     /// The key of the temporary ID `uuid`.
     init(temporary uuid: UUID) {
         let (high, low) = withUnsafeBytes(of: uuid.uuid) { bytes in

@@ -53,6 +53,11 @@ final class ObjectLayout: Sendable {
     let writesDefaultsAtInit: Bool
     /// The entity's default value per attribute slot.
     let defaults: [AttributeValue?]
+    /// Per attribute slot, whether the attribute is transient (never stored).
+    let isTransient: [Bool]
+    /// Per relationship slot, whether the relationship is to-many, and ordered.
+    let isToMany: [Bool]
+    let isOrdered: [Bool]
     /// Per attribute slot, how the model's rules check a value without converting it: for
     /// an attribute with no rules whose values have one Swift type (nil otherwise).
     let quickChecks: [QuickCheck?]
@@ -105,6 +110,9 @@ final class ObjectLayout: Sendable {
         typedFieldsAreExact = exact
         writesDefaultsAtInit = !derivedFromClass && !fieldSlots.isEmpty
         defaults = attributes.map(\.defaultValue)
+        isTransient = attributes.map(\.isTransient)
+        isToMany = relationships.map(\.isToMany)
+        isOrdered = relationships.map(\.isOrdered)
         quickChecks = attributes.map { attribute in
             guard attribute.validation.isEmpty, let type = attribute.type.exactSwiftType else { return nil }
             return QuickCheck(type: type, isOptional: attribute.isOptional)

@@ -13,6 +13,13 @@ class ObjectOwner {
         throw .inaccessibleFault(object.objectID)
     }
 
+    /// Reads `object`'s values (it is a fault) and applies them to it, without calling
+    /// its `awakeFromFetch()`. Throws ``StrataError/inaccessibleFault(_:)`` when the row
+    /// no longer exists. By default, applies ``snapshotForFault(of:)``.
+    func fireFault(of object: ManagedObject) throws(StrataError) {
+        object.apply(try snapshotForFault(of: object))
+    }
+
     /// The object registered for `id`, or a new fault registered for it. No I/O.
     func object(for id: ManagedObjectID) -> ManagedObject {
         let object = ManagedObject(entity: EntityDescription(name: id.entityName))

@@ -2,7 +2,9 @@ import StrataLMDB
 
 /// What a fetch produced from one store, in order and windowed by offset and limit.
 enum FetchRows: Sendable, Hashable {
-    /// The rows' values.
+    /// The rows' stored records (a store's answer to a fetch of objects).
+    case rows(RowBatch)
+    /// The rows' values (a parent context's answer to its child's fetch).
     case snapshots([ObjectSnapshot])
     /// The rows' IDs.
     case objectIDs([ManagedObjectID])
@@ -16,7 +18,7 @@ extension StoreReader where Transaction: ~Copyable {
     /// - Throws: ``StrataError`` for a corrupt row or index entry, a storage failure, an
     ///   unknown entity; ``FetchPredicateError`` for what the evaluator refuses.
     func execute(_ plan: FetchPlan) throws -> FetchRows {
-        guard !plan.isEmpty else { return FetchExecution<Transaction>.empty(plan.output) }
+        guard !plan.isEmpty else { return FetchExecution<Transaction>.empty(plan.output, store: store) }
         var execution = FetchExecution(plan: plan, loader: RowLoader(store: store, transaction: transaction))
         switch plan.access {
         case .fullScan:
@@ -26,27 +28,33 @@ extension StoreReader where Transaction: ~Copyable {
             }
             if !plan.readsRows {
                 try forEachKey(entity: plan.entityName, includesSubentities: plan.includesSubentities) { id in
-                    try execution.accept(id: id, snapshot: nil, indexValue: nil)
+                    try execution.accept(id: id, indexValue: nil)
                 }
             } else {
-                try forEachRow(entity: plan.entityName, includesSubentities: plan.includesSubentities) { snapshot in
-                    try execution.offer(snapshot, indexValue: nil)
+                try forEachRecord(entity: plan.entityName, includesSubentities: plan.includesSubentities) { storage, key, record in
+                    try execution.offer(storage: storage, key: key, record: record, indexValue: nil)
                 }
             }
         case .indexScan(let attribute, _, let reverse):
             for storage in try store.fetchedEntities(plan.entityName, includesSubentities: plan.includesSubentities) {
-                guard storage.rows != nil, let slot = storage.attributeSlot(named: attribute) else { continue }
+                guard let rows = storage.rows, let slot = storage.attributeSlot(named: attribute) else { continue }
                 execution.startStream()
                 try scanIndex(of: storage, slot: slot, in: plan.indexRanges, reverse: reverse) { entry in
                     guard execution.wantsMore(group: entry.group) else { return false }
-                    let id = store.objectID(entity: storage.name, key: entry.key)
-                    guard plan.readsRows else { return try execution.accept(id: id, snapshot: nil, indexValue: entry.value) }
-                    guard let record = try record(at: entry.key, of: storage) else {
-                        throw StrataError.corruptRecord(
-                            entity: storage.name, primaryKey: entry.key.rawValue,
-                            reason: "the index on \(attribute) names a row that does not exist")
+                    guard plan.readsRows else {
+                        return try execution.accept(id: store.objectID(entity: storage.name, key: entry.key), indexValue: entry.value)
                     }
-                    return try execution.offer(try store.snapshot(of: record, storage: storage, key: entry.key), indexValue: entry.value)
+                    var encoded = entry.key.rawValue.bigEndian
+                    return try withUnsafeBytes(of: &encoded) { keyBytes in
+                        try transaction.pointee.withValue(forKey: keyBytes, in: rows) { record in
+                            guard let record else {
+                                throw StrataError.corruptRecord(
+                                    entity: storage.name, primaryKey: entry.key.rawValue,
+                                    reason: "the index on \(attribute) names a row that does not exist")
+                            }
+                            return try execution.offer(storage: storage, key: entry.key, record: record, indexValue: entry.value)
+                        }
+                    }
                 }
             }
         }
@@ -59,7 +67,8 @@ struct FetchExecution<Transaction: ReadableTransaction & ~Copyable> {
     /// One match.
     struct Match {
         var id: ManagedObjectID
-        var snapshot: ObjectSnapshot?
+        /// The row's index in ``FetchExecution/records`` (a fetch of rows).
+        var row: Int?
         /// The values of the sort descriptors' key paths.
         var keys: [PredicateValue]
         /// The encoded value from the index read, when an index was read.
@@ -68,6 +77,8 @@ struct FetchExecution<Transaction: ReadableTransaction & ~Copyable> {
 
     let plan: FetchPlan
     let loader: RowLoader<Transaction>
+    /// The records of the rows kept (a fetch of rows).
+    private var records: RowBatch
     private var matches: [Match] = []
     private var heap: BoundedHeap<Match>?
     /// Matches found in the current stream (one entity's index).
@@ -77,6 +88,7 @@ struct FetchExecution<Transaction: ReadableTransaction & ~Copyable> {
     init(plan: FetchPlan, loader: RowLoader<Transaction>) {
         self.plan = plan
         self.loader = loader
+        records = RowBatch(store: loader.store)
         // A count needs no order, and rows are not read for one that needs no test.
         if case .boundedHeap(let capacity) = plan.ordering, plan.output != .count {
             let descriptors = plan.sortDescriptors
@@ -101,20 +113,50 @@ struct FetchExecution<Transaction: ReadableTransaction & ~Copyable> {
         return group == lastGroup
     }
 
-    /// Tests a row and keeps it when it matches; returns whether to read on.
-    mutating func offer(_ snapshot: ObjectSnapshot, indexValue: [UInt8]?) throws -> Bool {
-        let subject = try loader.subject(snapshot)
-        if let residual = plan.residual, try !PredicateEvaluator.evaluate(residual, on: subject) { return true }
-        let keys = try plan.sortDescriptors.map { try PredicateEvaluator.resolve(.keyPath($0.components), on: subject).valueForm }
-        // Only a snapshots result needs the row kept (an ID fetch of many rows would hold
-        // them all until it finishes otherwise).
-        let kept = plan.output == .snapshots ? snapshot : nil
-        return keep(Match(id: snapshot.objectID, snapshot: kept, keys: keys, indexValue: indexValue))
+    /// Tests row `key` of `storage`'s entity (its stored `record`) and keeps it when it
+    /// matches; returns whether to read on. A row is decoded only when the filter or the
+    /// sort needs its values; a fetch of rows keeps its record as it is stored.
+    mutating func offer(storage: EntityStorage, key: PrimaryKey, record: UnsafeRawBufferPointer, indexValue: [UInt8]?) throws -> Bool {
+        var keys: [PredicateValue] = []
+        if plan.residual != nil || !plan.sortDescriptors.isEmpty {
+            let decoded: Record
+            do throws(RecordDecodingError) {
+                decoded = try RecordCodec.decode(record)
+            } catch {
+                throw StrataError.corruptRecord(entity: storage.name, primaryKey: key.rawValue, reason: error.reason)
+            }
+            let subject = try loader.subject(try loader.store.snapshot(of: decoded, storage: storage, key: key))
+            if let residual = plan.residual, try !PredicateEvaluator.evaluate(residual, on: subject) { return true }
+            keys = try plan.sortDescriptors.map { try PredicateEvaluator.resolve(.keyPath($0.components), on: subject).valueForm }
+        }
+        // Only a fetch of rows keeps the record (an ID fetch of many rows would hold them
+        // all until it finishes otherwise).
+        var row: Int?
+        if plan.output == .rows {
+            row = records.count
+            records.append(entity: storage, key: key, record: record)
+            if streams {
+                // Rows met in their final order need no match: only how many there are.
+                streamMatches += 1
+                if let needed, records.count >= needed, case .fullScan = plan.access, plan.stopsEarly { return false }
+                return true
+            }
+        }
+        return keep(Match(id: loader.store.objectID(entity: storage.name, key: key), row: row, keys: keys, indexValue: indexValue))
+    }
+
+    /// Whether rows are kept as they are met, with no match to sort or window later: a
+    /// fetch of rows with no filter, no sort and no heap, whose rows come in their final
+    /// order (primary keys, or one index read in order).
+    private var streams: Bool {
+        guard plan.output == .rows, plan.residual == nil, plan.sortDescriptors.isEmpty, heap == nil else { return false }
+        if case .primaryKey = plan.ordering, case .fullScan = plan.access { return true }
+        return false
     }
 
     /// Keeps a match found without reading its row; returns whether to read on.
-    mutating func accept(id: ManagedObjectID, snapshot: ObjectSnapshot?, indexValue: [UInt8]?) throws -> Bool {
-        keep(Match(id: id, snapshot: snapshot, keys: [], indexValue: indexValue))
+    mutating func accept(id: ManagedObjectID, indexValue: [UInt8]?) throws -> Bool {
+        keep(Match(id: id, row: nil, keys: [], indexValue: indexValue))
     }
 
     private mutating func keep(_ match: Match) -> Bool {
@@ -133,6 +175,13 @@ struct FetchExecution<Transaction: ReadableTransaction & ~Copyable> {
     mutating func finish() throws -> FetchRows {
         if plan.output == .count {
             return .count(Self.windowed(matches.count, offset: plan.offset, limit: plan.limit))
+        }
+        if streams {
+            let window = records.rows.indices.dropFirst(plan.offset).prefix(plan.limit > 0 ? plan.limit : Int.max)
+            if window.count == records.count { return .rows(records) }
+            var result = RowBatch(store: records.store)
+            for row in window { result.append(row, of: records) }
+            return .rows(result)
         }
         var ordered: [Match]
         if let heap {
@@ -156,7 +205,14 @@ struct FetchExecution<Transaction: ReadableTransaction & ~Copyable> {
         }
         let window = ordered.dropFirst(plan.offset).prefix(plan.limit > 0 ? plan.limit : Int.max)
         switch plan.output {
-        case .snapshots: return .snapshots(window.compactMap(\.snapshot))
+        case .rows:
+            // Every row kept, in the order it was read: the batch as it is.
+            if window.count == records.count, window.enumerated().allSatisfy({ $0.offset == $0.element.row }) {
+                return .rows(records)
+            }
+            var result = RowBatch(store: records.store)
+            for match in window { if let row = match.row { result.append(row, of: records) } }
+            return .rows(result)
         case .objectIDs: return .objectIDs(window.map(\.id))
         case .count: return .count(window.count)
         }
@@ -171,9 +227,9 @@ struct FetchExecution<Transaction: ReadableTransaction & ~Copyable> {
         return FetchSorting.tieBreak(a.id, b.id)
     }
 
-    static func empty(_ output: FetchPlan.Output) -> FetchRows {
+    static func empty(_ output: FetchPlan.Output, store: StoreFile) -> FetchRows {
         switch output {
-        case .snapshots: .snapshots([])
+        case .rows: .rows(RowBatch(store: store))
         case .objectIDs: .objectIDs([])
         case .count: .count(0)
         }

@@ -63,7 +63,8 @@ public struct FetchPlan: Sendable, Hashable, CustomStringConvertible {
 
     /// What the fetch produces.
     enum Output: Hashable {
-        case snapshots
+        /// The rows' records.
+        case rows
         case objectIDs
         case count
     }

@@ -55,7 +55,7 @@ enum FetchPlanner {
             includesSubentities = request.includesSubentities
             predicate = request.predicate?.node
             output = switch request.resultType {
-            case .managedObject, .dictionary: .snapshots
+            case .managedObject, .dictionary: .rows
             case .managedObjectID: .objectIDs
             case .count: .count
             }
@@ -115,7 +115,7 @@ enum FetchPlanner {
             let remaining = conjuncts.enumerated().filter { !decided.contains($0.offset) }.map(\.element)
             let residual: PredicateNode? = remaining.isEmpty ? nil : remaining.count == 1 ? remaining[0] : .and(remaining)
             let sortNeedsRows = descriptors.count > 1 || (!descriptors.isEmpty && ordering != .index)
-            let readsRows = !isEmpty && (output == .snapshots || residual != nil || (output == .objectIDs && sortNeedsRows))
+            let readsRows = !isEmpty && (output == .rows || residual != nil || (output == .objectIDs && sortNeedsRows))
             return FetchPlan(
                 entityName: entity.name, includesSubentities: includesSubentities, access: access,
                 filter: residual.map { FetchPredicate(node: $0) }, ordering: ordering, stopsEarly: stopsEarly && limit > 0,

@@ -17,6 +17,10 @@ final class EntityStorage: Sendable {
     let relationships: [StoredRelationship]
     /// What each field number of a row holds.
     let fields: [UInt32: Field]
+    /// ``fields`` as an array indexed by field number (field numbers are small: the
+    /// store numbers every stored property of its model from 1), for decoding a record
+    /// without hashing.
+    private let fieldsByNumber: [Field?]
     /// The stored fields in increasing field number: the order a record is written in.
     let fieldOrder: [(number: UInt32, field: Field)]
     /// The attributes with an index: their slots, in slot order.
@@ -77,10 +81,19 @@ final class EntityStorage: Sendable {
         self.relationships = relationships
         self.fields = fields
         fieldOrder = fields.sorted { $0.key < $1.key }.map { (number: $0.key, field: $0.value) }
+        var byNumber = [Field?](repeating: nil, count: Int(min(fields.keys.max() ?? 0, 1 << 16)) + 1)
+        for (number, field) in fields where number < byNumber.count { byNumber[Int(number)] = field }
+        fieldsByNumber = byNumber
         indexedSlots = attributes.indices.filter { attributes[$0].index != nil && attributes[$0].indexKind != nil && attributes[$0].field != nil }
         hasRelationships = !relationships.isEmpty
         self.attributeSlots = attributeSlots
         self.relationshipSlots = relationshipSlots
+    }
+
+    /// What field `number` of a row holds, or nil for a field this model does not know.
+    @inline(__always)
+    func field(numbered number: UInt32) -> Field? {
+        number < fieldsByNumber.count ? fieldsByNumber[Int(number)] : fields[number]
     }
 
     /// The slot of relationship `name`, or nil.

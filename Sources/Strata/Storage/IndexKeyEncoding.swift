@@ -126,14 +126,14 @@ enum IndexKeyEncoding {
         case .string:
             let start = offset
             let raw = try readEscaped(bytes, at: &offset)
-            guard let string = String(validating: raw, as: UTF8.self) else {
+            guard let string = raw.withUnsafeBytes({ RecordCodec.validatedString($0) }) else {
                 throw IndexKeyDecodingError(reason: "the string is not valid UTF-8", offset: start)
             }
             return .string(string)
         case .uri:
             let start = offset
             let raw = try readEscaped(bytes, at: &offset)
-            guard let string = String(validating: raw, as: UTF8.self), let url = URL(string: string) else {
+            guard let string = raw.withUnsafeBytes({ RecordCodec.validatedString($0) }), let url = URL(string: string) else {
                 throw IndexKeyDecodingError(reason: "the URL is not valid", offset: start)
             }
             return .uri(url)

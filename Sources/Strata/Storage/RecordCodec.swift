@@ -53,7 +53,7 @@ public enum RecordCodec {
     /// The largest field number.
     public static let maximumFieldNumber: UInt32 = (1 << 28) - 1
 
-    enum Tag: UInt8 {
+    enum Tag: UInt8, Sendable {
         case integer = 1, double, float, falseValue, trueValue, string, date, binaryData, uuid, uri, decimal, transformable
     }
 
@@ -145,6 +145,98 @@ public enum RecordCodec {
         return Record(version: version, fields: fields)
     }
 
+    /// Decodes a record field by field: calls `body` with each field's number and value,
+    /// in order, and returns the record's version. The same checks as ``decode(_:)-(UnsafeRawBufferPointer)``;
+    /// a failing one throws what `corrupt` makes of it.
+    static func forEachField(
+        _ bytes: UnsafeRawBufferPointer, corrupt: (RecordDecodingError) -> StrataError,
+        _ body: (UInt32, AttributeValue) throws(StrataError) -> Void
+    ) throws(StrataError) -> UInt64 {
+        var reader = Reader(bytes)
+        let version: UInt64
+        do {
+            version = try reader.header()
+        } catch {
+            throw corrupt(error)
+        }
+        while true {
+            let value: AttributeValue
+            let number: UInt32
+            do {
+                guard let (field, tag) = try reader.nextField() else { return version }
+                number = field
+                value = try reader.value(tag)
+            } catch {
+                throw corrupt(error)
+            }
+            try body(number, value)
+        }
+    }
+
+    /// Reads a record: its header, then each field's number and tag, then its value
+    /// (as an ``AttributeValue``, or as the Swift value a typed field holds). The same
+    /// checks as ``decode(_:)-(UnsafeRawBufferPointer)``; a value must be read before
+    /// the next field.
+    struct Reader {
+        let bytes: UnsafeRawBufferPointer
+        private(set) var offset = 0
+        private var previous: Int64 = -1
+
+        init(_ bytes: UnsafeRawBufferPointer) {
+            self.bytes = bytes
+        }
+
+        /// The record's version.
+        mutating func header() throws(RecordDecodingError) -> UInt64 {
+            guard let first = bytes.first else { throw RecordDecodingError(reason: "the record is empty", offset: 0) }
+            guard first == formatVersion else {
+                throw RecordDecodingError(reason: "unknown format version \(first)", offset: 0)
+            }
+            offset = 1
+            return try readVarint(bytes, at: &offset)
+        }
+
+        /// The next field's number and tag; nil at the end of the record.
+        mutating func nextField() throws(RecordDecodingError) -> (UInt32, Tag)? {
+            guard offset < bytes.count else { return nil }
+            let start = offset
+            let head = try readVarint(bytes, at: &offset)
+            guard head >> 4 <= UInt64(maximumFieldNumber) else {
+                throw RecordDecodingError(reason: "field number \(head >> 4) is out of range", offset: start)
+            }
+            let number = UInt32(head >> 4)
+            guard Int64(number) > previous else {
+                throw RecordDecodingError(reason: "field \(number) is repeated or out of order", offset: start)
+            }
+            previous = Int64(number)
+            guard let tag = Tag(rawValue: UInt8(head & 0xF)) else {
+                throw RecordDecodingError(reason: "unknown value tag \(head & 0xF)", offset: start)
+            }
+            return (number, tag)
+        }
+
+        /// The value of a field with `tag`.
+        mutating func value(_ tag: Tag) throws(RecordDecodingError) -> AttributeValue {
+            try readValue(tag, bytes, at: &offset)
+        }
+
+        /// The value of an `integer` field.
+        mutating func integer() throws(RecordDecodingError) -> Int64 {
+            let raw = try readVarint(bytes, at: &offset)
+            return Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1)
+        }
+
+        /// The value of a `double` or `date` field (a date as its seconds since 2001).
+        mutating func double() throws(RecordDecodingError) -> Double {
+            Double(bitPattern: try readFixed(bytes, at: &offset, as: UInt64.self))
+        }
+
+        /// The value of a `string` field.
+        mutating func string() throws(RecordDecodingError) -> String {
+            try readText(bytes, at: &offset, what: "string")
+        }
+    }
+
     /// The version in a record's header, without decoding its fields.
     static func version(of bytes: UnsafeRawBufferPointer) throws(RecordDecodingError) -> UInt64 {
         guard let first = bytes.first else { throw RecordDecodingError(reason: "the record is empty", offset: 0) }
@@ -168,7 +260,7 @@ public enum RecordCodec {
 
     // MARK: Values
 
-    private static func readValue(_ tag: Tag, _ bytes: UnsafeRawBufferPointer, at offset: inout Int) throws(RecordDecodingError) -> AttributeValue {
+    fileprivate static func readValue(_ tag: Tag, _ bytes: UnsafeRawBufferPointer, at offset: inout Int) throws(RecordDecodingError) -> AttributeValue {
         switch tag {
         case .integer:
             let raw = try readVarint(bytes, at: &offset)
@@ -212,16 +304,39 @@ public enum RecordCodec {
         }
     }
 
-    private static func readText(_ bytes: UnsafeRawBufferPointer, at offset: inout Int, what: String) throws(RecordDecodingError) -> String {
+    fileprivate static func readText(_ bytes: UnsafeRawBufferPointer, at offset: inout Int, what: String) throws(RecordDecodingError) -> String {
         let start = offset
         let raw = try readLengthPrefixed(bytes, at: &offset)
-        guard let text = String(validating: raw, as: UTF8.self) else {
+        guard let text = validatedString(raw) else {
             throw RecordDecodingError(reason: "the \(what) is not valid UTF-8", offset: start)
         }
         return text
     }
 
-    private static func readFixed<T: FixedWidthInteger>(_ bytes: UnsafeRawBufferPointer, at offset: inout Int, as: T.Type) throws(RecordDecodingError) -> T {
+    /// `bytes` as a string when they are valid UTF-8, else nil. ASCII, the common case,
+    /// is checked a word at a time and decoded without validation; other text is decoded
+    /// with repair and accepted only when nothing was repaired. (`String(validating:as:)`
+    /// is generic and cost several times the whole decode of a small record.)
+    static func validatedString(_ bytes: UnsafeRawBufferPointer) -> String? {
+        var index = 0
+        var high: UInt64 = 0
+        while index + 8 <= bytes.count {
+            high |= bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+            index += 8
+        }
+        while index < bytes.count {
+            high |= UInt64(bytes[index])
+            index += 1
+        }
+        let text = String(decoding: bytes, as: UTF8.self)
+        if high & 0x8080_8080_8080_8080 == 0 { return text }
+        // Repaired bytes (U+FFFD) change the encoding: invalid input never round-trips.
+        var copy = text
+        let valid = copy.withUTF8 { $0.count == bytes.count && memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }
+        return valid ? text : nil
+    }
+
+    fileprivate static func readFixed<T: FixedWidthInteger>(_ bytes: UnsafeRawBufferPointer, at offset: inout Int, as: T.Type) throws(RecordDecodingError) -> T {
         guard bytes.count - offset >= MemoryLayout<T>.size else {
             throw RecordDecodingError(reason: "a \(MemoryLayout<T>.size)-byte value is cut short", offset: offset)
         }

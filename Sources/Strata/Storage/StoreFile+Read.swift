@@ -142,6 +142,14 @@ struct StoreReader<Transaction: ReadableTransaction & ~Copyable>: ~Copyable {
         }
     }
 
+    /// Calls `body` with every row's stored record (valid only during the call), in the
+    /// order of ``forEachRow(entity:includesSubentities:_:)``, until `body` returns false.
+    func forEachRecord(
+        entity entityName: String, includesSubentities: Bool, _ body: (EntityStorage, PrimaryKey, UnsafeRawBufferPointer) throws -> Bool
+    ) throws {
+        try scanRows(entity: entityName, includesSubentities: includesSubentities, body)
+    }
+
     /// Calls `body` with the ID of every row, in the order of ``forEachRow(entity:includesSubentities:_:)``,
     /// without decoding the rows, until `body` returns false.
     func forEachKey(entity entityName: String, includesSubentities: Bool, _ body: (ManagedObjectID) throws -> Bool) throws {
