@@ -9,6 +9,14 @@
 //   strata-profile fetch DIRECTORY           every object, fully realised, every attribute read
 //   strata-profile faults DIRECTORY          every object as faults, fetchBatchSize 1000, walked
 //   strata-profile raw-fetch DIRECTORY       every row decoded through liblmdb, every field read
+//   strata-profile query DIRECTORY           100 queries of 1% of the ranks each (indexed, sorted), every
+//                                            attribute read: every object once
+//   strata-profile pages N DIRECTORY        N queries of fetchLimit 20, each in its own performAndWait
+//   strata-profile update DIRECTORY          every object fetched, its score changed, one save
+//   strata-profile fetch-update DIRECTORY    every object fetched, its score changed, no save
+//   strata-profile child-fetch DIRECTORY     the same in a child context
+//   strata-profile child-update DIRECTORY    every object fetched in a child context, its score changed,
+//                                            the child saved into its parent (one hop)
 //   strata-profile generate N                the import's input alone (subtracted from the imports)
 //
 // Everything runs on the main thread, synchronously: valgrind serialises threads, and
@@ -101,6 +109,81 @@ func strataFetch(_ directory: String, batchSize: Int) throws {
         return (items.count, checksum)
     }
     print("fetched \(count) objects, checksum \(checksum)")
+}
+
+/// The number of items in the store (ranks are 0..<count).
+func itemCount(in context: isolated ManagedObjectContext) throws -> Int {
+    try context.count(for: FetchRequest<Item>())
+}
+
+func strataQuery(_ directory: String) throws {
+    let context = ManagedObjectContext(.privateQueue, coordinator: try openStrata(directory))
+    let (count, checksum) = try context.performAndWait { context in
+        let total = try itemCount(in: context)
+        let width = Int64(total / 100)
+        var count = 0
+        var checksum: Int64 = 0
+        for query in 0..<100 {
+            let lower = Int64(query) * width
+            var request = FetchRequest<Item>()
+            request.predicate = \Item.rank >= lower && \Item.rank < lower + width
+            request.sortDescriptors = [FetchSortDescriptor(\Item.rank)]
+            request.returnsObjectsAsFaults = false
+            let items = try context.fetch(request)
+            for item in items {
+                checksum &+= Record(rank: item.rank, name: item.name, score: item.score, created: item.created).checksum
+            }
+            count += items.count
+        }
+        return (count, checksum)
+    }
+    print("queried \(count) objects, checksum \(checksum)")
+}
+
+/// `queries` queries of fetchLimit 20 (a page of the 1% range query), each in its own
+/// `performAndWait`, every attribute read.
+func strataPages(_ queries: Int, _ directory: String) throws {
+    let context = ManagedObjectContext(.privateQueue, coordinator: try openStrata(directory))
+    let total = try context.performAndWait { try itemCount(in: $0) }
+    var checksum: Int64 = 0
+    for query in 0..<queries {
+        let lower = Int64(query * 37 % max(1, total - 100))
+        checksum &+= try context.performAndWait { context in
+            var request = FetchRequest<Item>()
+            request.predicate = \Item.rank >= lower && \Item.rank < lower + 100
+            request.sortDescriptors = [FetchSortDescriptor(\Item.rank)]
+            request.fetchLimit = 20
+            request.returnsObjectsAsFaults = false
+            var sum: Int64 = 0
+            for item in try context.fetch(request) {
+                sum &+= Record(rank: item.rank, name: item.name, score: item.score, created: item.created).checksum
+            }
+            return sum
+        }
+    }
+    print("ran \(queries) queries, checksum \(checksum)")
+}
+
+/// Fetches every item in `context` and negates its score; returns how many.
+func negateScores(in context: isolated ManagedObjectContext) throws -> Int {
+    var request = FetchRequest<Item>()
+    request.returnsObjectsAsFaults = false
+    let items = try context.fetch(request)
+    for item in items { item.score = -item.score }
+    return items.count
+}
+
+func strataUpdate(_ directory: String, child: Bool, saving: Bool) throws {
+    let root = ManagedObjectContext(.privateQueue, coordinator: try openStrata(directory))
+    let context = child ? ManagedObjectContext(.privateQueue, parent: root) : root
+    let count = try context.performAndWait { context in
+        context.notificationCenter = nil
+        let count = try negateScores(in: context)
+        if saving { try context.save() }
+        return count
+    }
+    print("updated \(count) objects\(saving ? ", saved" : "")")
+    withExtendedLifetime(root) {}
 }
 
 // MARK: Raw liblmdb (the layout of Benchmarks' RawStore: a row per id, an index entry per rank)
@@ -199,6 +282,19 @@ do {
         try strataFetch(arguments.last!, batchSize: 1000)
     case ("raw-fetch", 2):
         RawStore(arguments.last!).fetch()
+    case ("pages", 3):
+        guard let count = Int(arguments.dropFirst().first!), count > 0 else { fail("N must be a positive number") }
+        try strataPages(count, arguments.last!)
+    case ("query", 2):
+        try strataQuery(arguments.last!)
+    case ("update", 2):
+        try strataUpdate(arguments.last!, child: false, saving: true)
+    case ("fetch-update", 2):
+        try strataUpdate(arguments.last!, child: false, saving: false)
+    case ("child-fetch", 2):
+        try strataUpdate(arguments.last!, child: true, saving: false)
+    case ("child-update", 2):
+        try strataUpdate(arguments.last!, child: true, saving: true)
     default:
         fail("unknown command or wrong arguments: \(arguments.joined(separator: " "))")
     }

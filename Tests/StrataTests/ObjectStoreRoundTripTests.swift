@@ -11,6 +11,10 @@ import StrataTesting
         let file: StoreFile
         var registered: [ManagedObjectID: ManagedObject] = [:]
         init(file: StoreFile) { self.file = file }
+        deinit {
+            // Objects hold their owner unowned: an owner lets go of its objects before it goes.
+            for object in registered.values where object.owner === self { object.owner = nil }
+        }
 
         override func snapshotForFault(of object: ManagedObject) throws(StrataError) -> ObjectSnapshot {
             let found: ObjectSnapshot?

@@ -22,6 +22,10 @@ struct IdentityMap {
     private var mask = 0
     /// The number of objects.
     private(set) var count = 0
+    /// Objects another one replaced under their key (rare: two objects of one ID in a
+    /// context tree before their IDs were reconciled), still owned by the context: kept
+    /// here, unowned, so that the context can let go of them (``displacedObjects``).
+    private var displaced: [Unmanaged<ManagedObject>] = []
 
     /// The object registered under `key`.
     subscript(key: ObjectIdentityKey) -> ManagedObject? {
@@ -36,6 +40,7 @@ struct IdentityMap {
         while let existing = entries[index].object {
             if entries[index].high == key.high && entries[index].low == key.low {
                 if existing.toOpaque() != Unmanaged.passUnretained(object).toOpaque() {
+                    displaced.append(existing)
                     entries[index].object = .passUnretained(object)
                 }
                 return
@@ -50,6 +55,9 @@ struct IdentityMap {
     /// Returns whether an entry went.
     @discardableResult
     mutating func remove(_ key: ObjectIdentityKey, ifObject object: ObjectIdentifier? = nil) -> Bool {
+        if let object, !displaced.isEmpty, let at = displaced.firstIndex(where: { Int(bitPattern: $0.toOpaque()) == Int(bitPattern: object) }) {
+            displaced.remove(at: at)
+        }
         guard count > 0, var index = index(of: key) else { return false }
         // Compared by address: the object may be in its `deinit`, where it must not be retained.
         if let object, entries[index].object.map({ Int(bitPattern: $0.toOpaque()) }) != Int(bitPattern: object) { return false }
@@ -86,6 +94,12 @@ struct IdentityMap {
         return result
     }
 
+    /// The objects another one replaced under their key since the last ``removeAll()``
+    /// that have not left memory (strong references: the array keeps them).
+    var displacedObjects: [ManagedObject] {
+        displaced.map { $0.takeUnretainedValue() }
+    }
+
     /// The objects registered under temporary keys.
     var temporaryObjects: [ManagedObject] {
         var result: [ManagedObject] = []
@@ -95,6 +109,7 @@ struct IdentityMap {
 
     /// Forgets every entry.
     mutating func removeAll() {
+        displaced = []
         entries = []
         mask = 0
         count = 0

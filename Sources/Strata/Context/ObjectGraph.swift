@@ -151,7 +151,9 @@ final class ObjectGraph: ObjectOwner {
 
     deinit {
         // Objects that outlive their context keep no owner (and do not call back).
-        for object in identities.objects { object.owner = nil }
+        for object in identities.objects + identities.displacedObjects where object.owner === self { object.owner = nil }
+        for object in inserted + deleted where object.owner === self { object.owner = nil }
+        for object in changed.values where object.owner === self { object.owner = nil }
     }
 
     /// A graph on `coordinator` alone (no context around it).
@@ -701,6 +703,7 @@ final class ObjectGraph: ObjectOwner {
         event.discard()
         event = ChangeEvent()
         event.invalidatedAll = true
+        for object in identities.displacedObjects where object.owner === self { object.owner = nil }
         for object in registeredObjects + inserted + deleted {
             event.record(object, in: .invalidated)
             object.owner = nil

@@ -16,28 +16,35 @@ extension ManagedObject {
 
     // MARK: Typed fields
 
-    /// The byte offset in this object of the field `keyPath` names (a property wrapper's
+    /// The byte offset in `object` of the field `keyPath` names (a property wrapper's
     /// storage, a stored property of the object's class).
     ///
     /// Projecting a stored property through a reference-writable key path yields the
     /// property's own address; `ObjectLayoutTests` checks it against ``ClassFields``.
-    func fieldOffset<Object: ManagedObject, Field>(_ keyPath: ReferenceWritableKeyPath<Object, Field>) -> Int {
-        let object = unsafeDowncast(self, to: Object.self)
-        let base = UnsafeMutableRawPointer(Unmanaged.passUnretained(self).toOpaque())
+    /// Inlined where the key path is a literal, the projection is a field address and no
+    /// key path object is made: the typed accessors call it on their slow paths only and
+    /// pass the offset on.
+    @inlinable @inline(__always)
+    static func _fieldOffset<Object: ManagedObject, Field>(_ keyPath: ReferenceWritableKeyPath<Object, Field>, in object: Object) -> Int {
+        let base = UnsafeMutableRawPointer(Unmanaged.passUnretained(object).toOpaque())
         return withUnsafeMutablePointer(to: &object[keyPath: keyPath]) { UnsafeMutableRawPointer($0) - base }
     }
 
-    /// The attribute slot the field `keyPath` holds in this object's entity; nil when the
-    /// entity has no such attribute (or keeps it elsewhere).
-    func attributeSlot<Object: ManagedObject, Value>(ofField keyPath: ReferenceWritableKeyPath<Object, Attribute<Value>>) -> Int? {
-        let offset = fieldOffset(keyPath)
+    /// ``_fieldOffset(_:in:)`` of this object.
+    func fieldOffset<Object: ManagedObject, Field>(_ keyPath: ReferenceWritableKeyPath<Object, Field>) -> Int {
+        Self._fieldOffset(keyPath, in: unsafeDowncast(self, to: Object.self))
+    }
+
+    /// The attribute slot the field at `offset` holds in this object's entity; nil when
+    /// the entity has no such attribute (or keeps it elsewhere).
+    func attributeSlot(atOffset offset: Int) -> Int? {
         if case .attribute(let slot)? = _entity.layout.fieldSlots[offset] { return slot }
         return fieldSlotByName(offset, attributes: true)
     }
 
-    /// The relationship slot the field `keyPath` holds in this object's entity.
-    func relationshipSlot<Object: ManagedObject, Value>(ofField keyPath: ReferenceWritableKeyPath<Object, Relationship<Value>>) -> Int? {
-        let offset = fieldOffset(keyPath)
+    /// The relationship slot the field at `offset` holds in this object's entity.
+    @usableFromInline
+    func relationshipSlot(atOffset offset: Int) -> Int? {
         if case .relationship(let slot)? = _entity.layout.fieldSlots[offset] { return slot }
         return fieldSlotByName(offset, attributes: false)
     }
@@ -54,36 +61,32 @@ extension ManagedObject {
     /// values cannot be read (the default value then), a recording prototype, or an
     /// entity that keeps the attribute elsewhere.
     @usableFromInline
-    final func _readAttributeSlowly<Object: ManagedObject, Value: AttributeStorable>(
-        _ keyPath: ReferenceWritableKeyPath<Object, Attribute<Value>>
-    ) -> Value {
-        let object = unsafeDowncast(self, to: Object.self)
-        let slot = attributeSlot(ofField: keyPath)
+    final func _readAttributeSlowly<Value: AttributeStorable>(atOffset offset: Int) -> Value {
+        let field = fieldPointer(at: offset, as: Attribute<Value>.self)
+        let slot = attributeSlot(atOffset: offset)
         if _bits & ObjectBits.recording != 0, let recorder = _owner {
-            let value = object[keyPath: keyPath].storage
+            let value = field.pointee.storage
             _ = recorder.recordRead(of: self, property: slot.map(PropertySlot.attribute), valueType: Value.self, destination: nil)
             recorder.recordReturned(value.attributeValue)
             return value
         }
-        guard let slot else { return object[keyPath: keyPath].storage }
+        guard let slot else { return field.pointee.storage }
         guard fulfilIfNeeded(property: _entity.attributes[slot].name) else {
-            return Value(attributeValue: _entity.layout.defaults[slot]) ?? object[keyPath: keyPath].storage
+            return Value(attributeValue: _entity.layout.defaults[slot]) ?? field.pointee.storage
         }
-        if case .field = _entity.layout.attributes[slot] { return object[keyPath: keyPath].storage }
+        if case .field = _entity.layout.attributes[slot] { return field.pointee.storage }
         return Value(attributeValue: attributeValue(at: slot))
-            ?? Value(attributeValue: _entity.layout.defaults[slot]) ?? object[keyPath: keyPath].storage
+            ?? Value(attributeValue: _entity.layout.defaults[slot]) ?? field.pointee.storage
     }
 
     /// A typed write that cannot be a plain field store: change tracking (the object is in
     /// a context), a fault to fire first, a recording prototype, a failed edit to clear,
     /// or an entity that keeps the attribute elsewhere.
     @usableFromInline
-    final func _writeAttributeSlowly<Object: ManagedObject, Value: AttributeStorable>(
-        _ value: Value, _ keyPath: ReferenceWritableKeyPath<Object, Attribute<Value>>
-    ) {
-        guard let slot = attributeSlot(ofField: keyPath) else {
+    final func _writeAttributeSlowly<Value: AttributeStorable>(_ value: Value, atOffset offset: Int) {
+        guard let slot = attributeSlot(atOffset: offset) else {
             // A property the entity does not have: kept in the field, never stored.
-            unsafeDowncast(self, to: Object.self)[keyPath: keyPath].storage = value
+            fieldPointer(at: offset, as: Attribute<Value>.self).pointee.storage = value
             return
         }
         let attribute = _entity.attributes[slot]
@@ -115,10 +118,9 @@ extension ManagedObject {
     }
 
     /// The destinations of the relationship whose field `keyPath` names (loaded first).
-    func readRelationshipField<Object: ManagedObject, Value: RelationshipStorable>(
-        _ keyPath: ReferenceWritableKeyPath<Object, Relationship<Value>>
-    ) -> [ManagedObject] {
-        let slot = relationshipSlot(ofField: keyPath)
+    @usableFromInline
+    func readRelationshipField<Value: RelationshipStorable>(atOffset offset: Int, as _: Value.Type) -> [ManagedObject] {
+        let slot = relationshipSlot(atOffset: offset)
         if _bits & ObjectBits.recording != 0, let recorder = _owner {
             // A recording prototype goes on to its destination's prototype.
             return recorder.recordRead(
@@ -131,10 +133,9 @@ extension ManagedObject {
 
     /// Sets the relationship whose field `keyPath` names to `objects`, keeping inverses in
     /// step; a failure is recorded (the next save fails with it).
-    func writeRelationshipField<Object: ManagedObject, Value: RelationshipStorable>(
-        _ objects: [ManagedObject], _ keyPath: ReferenceWritableKeyPath<Object, Relationship<Value>>
-    ) {
-        guard let slot = relationshipSlot(ofField: keyPath) else { return }
+    @usableFromInline
+    func writeRelationshipField(_ objects: [ManagedObject], atOffset offset: Int) {
+        guard let slot = relationshipSlot(atOffset: offset) else { return }
         editRecordingFailure(key: _entity.relationships[slot].name) { () throws(StrataError) in
             try setRelationship(slot, to: objects)
         }

@@ -158,8 +158,10 @@ extension ManagedObject {
             storeRelationship(layout.isToMany[slot] ? .notLoaded : .toOne(nil), at: slot)
         }
         rowVersion = version
-        dropCommittedCopy()
-        faultFailure = nil
+        if let side {
+            side.committed = nil
+            if side.faultFailure != nil { side.faultFailure = nil }
+        }
         _bits = ObjectBits.settled(_bits & ~(ObjectBits.faultMask | ObjectBits.modified) | ObjectBits.saved)
     }
 

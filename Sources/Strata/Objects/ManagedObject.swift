@@ -44,21 +44,23 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     // bulk import, measured with make profile).
 
     /// The state flags (``ObjectBits``): read by the typed accessors' fast paths.
-    @exclusivity(unchecked) @usableFromInline var _bits: UInt32
+    @exclusivity(unchecked) @usableFromInline final var _bits: UInt32
     /// The number of the row's store (``StoreNumbers``); 0 for a temporary ID.
-    @exclusivity(unchecked) var storeNumber: UInt32 = 0
+    @exclusivity(unchecked) final var storeNumber: UInt32 = 0
     /// The row's primary key; for a temporary ID, its serial (0 until one is needed).
-    @exclusivity(unchecked) var rowKey: UInt64 = 0
+    @exclusivity(unchecked) final var rowKey: UInt64 = 0
     /// The row version the committed values were read at (0: never saved).
-    @exclusivity(unchecked) var rowVersion: UInt64 = 0
+    @exclusivity(unchecked) final var rowVersion: UInt64 = 0
     /// The context's object graph (or a key-path recorder) that registered the object;
-    /// nil when the object is in no context. Weak: a context holds its objects, never the
-    /// other way round.
-    weak var _owner: ObjectOwner?
+    /// nil when the object is in no context. Not counted: a context holds its objects,
+    /// never the other way round, and an owner sets this to nil in every object it owns
+    /// before it goes (``ObjectOwner``), so it never dangles. (A weak reference would give
+    /// every object a side table: a malloc and a free, and an atomic load per read.)
+    unowned(unsafe) final var _owner: ObjectOwner?
     /// See ``entity``.
-    @exclusivity(unchecked) private(set) var _entity: EntityDescription
+    @exclusivity(unchecked) private(set) final var _entity: EntityDescription
     /// What few objects need (``ObjectSide``).
-    @exclusivity(unchecked) var side: ObjectSide?
+    @exclusivity(unchecked) final var side: ObjectSide?
 
     /// A new object of `entity` with its default values and a temporary ID, in no context.
     ///

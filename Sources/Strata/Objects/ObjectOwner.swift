@@ -4,7 +4,9 @@
 /// call here crosses an actor.
 ///
 /// A class rather than a protocol so that an object's reference to its owner is one
-/// word. The implementations here are those of an owner that has no store: a fault
+/// word. Objects hold their owner unowned (`unowned(unsafe)`): an owner must set the
+/// owner of every object it still owns to nil before it goes (in its `deinit`), and set
+/// it to nil whenever it lets go of an object. The implementations here are those of an owner that has no store: a fault
 /// cannot be read, and nothing is recorded.
 class ObjectOwner {
     /// The persistent state of `object`, a fault: from the parent context or the store.

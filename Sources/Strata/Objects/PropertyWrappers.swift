@@ -81,12 +81,14 @@ public struct Attribute<Value: AttributeStorable> {
         storage storageKeyPath: ReferenceWritableKeyPath<Object, Self>
     ) -> Value {
         get {
-            if _slowPath(object._bits & ObjectBits.slowRead != 0) { return object._readAttributeSlowly(storageKeyPath) }
+            if _slowPath(object._bits & ObjectBits.slowRead != 0) {
+                return object._readAttributeSlowly(atOffset: ManagedObject._fieldOffset(storageKeyPath, in: object))
+            }
             return object[keyPath: storageKeyPath].storage
         }
         set {
             if _slowPath(object._bits & ObjectBits.slowWrite != 0 || Value._isTransformable) {
-                object._writeAttributeSlowly(newValue, storageKeyPath)
+                object._writeAttributeSlowly(newValue, atOffset: ManagedObject._fieldOffset(storageKeyPath, in: object))
                 return
             }
             object[keyPath: storageKeyPath].storage = newValue
@@ -163,8 +165,10 @@ public struct Relationship<Value: RelationshipStorable> {
         wrapped wrappedKeyPath: ReferenceWritableKeyPath<Object, Value>,
         storage storageKeyPath: ReferenceWritableKeyPath<Object, Self>
     ) -> Value {
-        get { Value(managedObjects: object.readRelationshipField(storageKeyPath)) }
-        set { object.writeRelationshipField(newValue.managedObjects, storageKeyPath) }
+        get {
+            Value(managedObjects: object.readRelationshipField(atOffset: ManagedObject._fieldOffset(storageKeyPath, in: object), as: Value.self))
+        }
+        set { object.writeRelationshipField(newValue.managedObjects, atOffset: ManagedObject._fieldOffset(storageKeyPath, in: object)) }
     }
 
     /// An editor of the relationship (`object.$notes`).
@@ -173,7 +177,7 @@ public struct Relationship<Value: RelationshipStorable> {
         projected projectedKeyPath: KeyPath<Object, RelationshipEditor<Value.Destination>>,
         storage storageKeyPath: ReferenceWritableKeyPath<Object, Self>
     ) -> RelationshipEditor<Value.Destination> {
-        RelationshipEditor(object: object, slot: object.relationshipSlot(ofField: storageKeyPath))
+        RelationshipEditor(object: object, slot: object.relationshipSlot(atOffset: ManagedObject._fieldOffset(storageKeyPath, in: object)))
     }
 }
 

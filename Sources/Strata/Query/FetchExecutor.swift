@@ -20,15 +20,15 @@ extension StoreReader where Transaction: ~Copyable {
     func execute(_ plan: FetchPlan) throws -> FetchRows {
         guard !plan.isEmpty else { return FetchExecution<Transaction>.empty(plan.output, store: store) }
         var execution = FetchExecution(plan: plan, loader: RowLoader(store: store, transaction: transaction))
-        switch plan.access {
+        switch plan.path {
         case .fullScan:
             if !plan.readsRows, plan.output == .count {
                 let total = try count(of: plan.entityName, includesSubentities: plan.includesSubentities)
                 return .count(FetchExecution<Transaction>.windowed(total, offset: plan.offset, limit: plan.limit))
             }
             if !plan.readsRows {
-                try forEachKey(entity: plan.entityName, includesSubentities: plan.includesSubentities) { id in
-                    try execution.accept(id: id, indexValue: nil)
+                try forEachKey(entity: plan.entityName, includesSubentities: plan.includesSubentities) { storage, key in
+                    try execution.accept(entity: storage.name, key: key, indexValue: nil)
                 }
             } else {
                 try forEachRecord(entity: plan.entityName, includesSubentities: plan.includesSubentities) { storage, key, record in
@@ -42,7 +42,7 @@ extension StoreReader where Transaction: ~Copyable {
                 try scanIndex(of: storage, slot: slot, in: plan.indexRanges, reverse: reverse) { entry in
                     guard execution.wantsMore(group: entry.group) else { return false }
                     guard plan.readsRows else {
-                        return try execution.accept(id: store.objectID(entity: storage.name, key: entry.key), indexValue: entry.value)
+                        return try execution.accept(entity: storage.name, key: entry.key, indexValue: entry.value)
                     }
                     var encoded = entry.key.rawValue.bigEndian
                     return try withUnsafeBytes(of: &encoded) { keyBytes in
@@ -64,16 +64,7 @@ extension StoreReader where Transaction: ~Copyable {
 
 /// The state of one fetch: filtering, collecting in order, stopping early, windowing.
 struct FetchExecution<Transaction: ReadableTransaction & ~Copyable> {
-    /// One match.
-    struct Match {
-        var id: ManagedObjectID
-        /// The row's index in ``FetchExecution/records`` (a fetch of rows).
-        var row: Int?
-        /// The values of the sort descriptors' key paths.
-        var keys: [PredicateValue]
-        /// The encoded value from the index read, when an index was read.
-        var indexValue: [UInt8]?
-    }
+    typealias Match = FetchMatch
 
     let plan: FetchPlan
     let loader: RowLoader<Transaction>
@@ -85,14 +76,20 @@ struct FetchExecution<Transaction: ReadableTransaction & ~Copyable> {
     private var streamMatches = 0
     private var lastGroup: [UInt8]?
 
+    /// The key paths of the sort descriptors whose values each match keeps (``Match/keys``).
+    private let keyPaths: [[String]]
+
     init(plan: FetchPlan, loader: RowLoader<Transaction>) {
         self.plan = plan
         self.loader = loader
         records = RowBatch(store: loader.store)
+        // The index orders by the first descriptor; the rest need the rows' values.
+        let keyed = plan.ordering == .index ? Array(plan.sortDescriptors.dropFirst()) : plan.sortDescriptors
+        keyPaths = keyed.map(\.components)
         // A count needs no order, and rows are not read for one that needs no test.
         if case .boundedHeap(let capacity) = plan.ordering, plan.output != .count {
             let descriptors = plan.sortDescriptors
-            heap = BoundedHeap(capacity: capacity) { Self.precedes($0, $1, descriptors) }
+            heap = BoundedHeap(capacity: capacity) { FetchMatch.precedes($0, $1, descriptors) }
         }
     }
 
@@ -118,7 +115,7 @@ struct FetchExecution<Transaction: ReadableTransaction & ~Copyable> {
     /// sort needs its values; a fetch of rows keeps its record as it is stored.
     mutating func offer(storage: EntityStorage, key: PrimaryKey, record: UnsafeRawBufferPointer, indexValue: [UInt8]?) throws -> Bool {
         var keys: [PredicateValue] = []
-        if plan.residual != nil || !plan.sortDescriptors.isEmpty {
+        if plan.residual != nil || !keyPaths.isEmpty {
             let decoded: Record
             do throws(RecordDecodingError) {
                 decoded = try RecordCodec.decode(record)
@@ -127,7 +124,7 @@ struct FetchExecution<Transaction: ReadableTransaction & ~Copyable> {
             }
             let subject = try loader.subject(try loader.store.snapshot(of: decoded, storage: storage, key: key))
             if let residual = plan.residual, try !PredicateEvaluator.evaluate(residual, on: subject) { return true }
-            keys = try plan.sortDescriptors.map { try PredicateEvaluator.resolve(.keyPath($0.components), on: subject).valueForm }
+            keys = try keyPaths.map { try PredicateEvaluator.resolve(.keyPath($0), on: subject).valueForm }
         }
         // Only a fetch of rows keeps the record (an ID fetch of many rows would hold them
         // all until it finishes otherwise).
@@ -138,11 +135,11 @@ struct FetchExecution<Transaction: ReadableTransaction & ~Copyable> {
             if streams {
                 // Rows met in their final order need no match: only how many there are.
                 streamMatches += 1
-                if let needed, records.count >= needed, case .fullScan = plan.access, plan.stopsEarly { return false }
+                if let needed, records.count >= needed, case .fullScan = plan.path, plan.stopsEarly { return false }
                 return true
             }
         }
-        return keep(Match(id: loader.store.objectID(entity: storage.name, key: key), row: row, keys: keys, indexValue: indexValue))
+        return keep(Match(entityName: storage.name, key: key.rawValue, row: row, keys: keys, indexValue: indexValue))
     }
 
     /// Whether rows are kept as they are met, with no match to sort or window later: a
@@ -150,13 +147,13 @@ struct FetchExecution<Transaction: ReadableTransaction & ~Copyable> {
     /// order (primary keys, or one index read in order).
     private var streams: Bool {
         guard plan.output == .rows, plan.residual == nil, plan.sortDescriptors.isEmpty, heap == nil else { return false }
-        if case .primaryKey = plan.ordering, case .fullScan = plan.access { return true }
+        if case .primaryKey = plan.ordering, case .fullScan = plan.path { return true }
         return false
     }
 
     /// Keeps a match found without reading its row; returns whether to read on.
-    mutating func accept(id: ManagedObjectID, indexValue: [UInt8]?) throws -> Bool {
-        keep(Match(id: id, row: nil, keys: [], indexValue: indexValue))
+    mutating func accept(entity: String, key: PrimaryKey, indexValue: [UInt8]?) throws -> Bool {
+        keep(Match(entityName: entity, key: key.rawValue, row: nil, keys: [], indexValue: indexValue))
     }
 
     private mutating func keep(_ match: Match) -> Bool {
@@ -167,7 +164,7 @@ struct FetchExecution<Transaction: ReadableTransaction & ~Copyable> {
         }
         matches.append(match)
         // A full scan without sort descriptors meets rows in their final order.
-        if case .fullScan = plan.access, plan.stopsEarly, let needed, matches.count >= needed { return false }
+        if case .fullScan = plan.path, plan.stopsEarly, let needed, matches.count >= needed { return false }
         return true
     }
 
@@ -191,16 +188,20 @@ struct FetchExecution<Transaction: ReadableTransaction & ~Copyable> {
             let descriptors = plan.sortDescriptors
             switch plan.ordering {
             case .primaryKey:
-                if case .indexScan = plan.access { ordered.sort { FetchSorting.tieBreak($0.id, $1.id) } }
-            case .index where !plan.readsRows:
-                // One sort key, decided by the index: its bytes, then the tie-break.
+                if case .indexScan = plan.path { ordered.sort(by: FetchMatch.tieBreak) }
+            case .index:
+                // The first sort key is decided by the index (its bytes), the rest by the
+                // rows' values, then the tie-break. Rows mostly come in that order already
+                // (one entity's index, read forwards): then nothing moves.
                 let ascending = descriptors.first?.ascending ?? true
-                ordered.sort { a, b in
+                let rest = Array(descriptors.dropFirst())
+                let precedes = { (a: Match, b: Match) -> Bool in
                     let order = IndexKeyRange.compare(a.indexValue ?? [], b.indexValue ?? [])
-                    return order != 0 ? (order < 0) == ascending : FetchSorting.tieBreak(a.id, b.id)
+                    return order != 0 ? (order < 0) == ascending : FetchMatch.precedes(a, b, rest)
                 }
-            case .index, .inMemory, .boundedHeap:
-                ordered.sort { Self.precedes($0, $1, descriptors) }
+                if zip(ordered, ordered.dropFirst()).contains(where: { !precedes($0, $1) }) { ordered.sort(by: precedes) }
+            case .inMemory, .boundedHeap:
+                ordered.sort { FetchMatch.precedes($0, $1, descriptors) }
             }
         }
         let window = ordered.dropFirst(plan.offset).prefix(plan.limit > 0 ? plan.limit : Int.max)
@@ -213,18 +214,9 @@ struct FetchExecution<Transaction: ReadableTransaction & ~Copyable> {
             var result = RowBatch(store: records.store)
             for match in window { if let row = match.row { result.append(row, of: records) } }
             return .rows(result)
-        case .objectIDs: return .objectIDs(window.map(\.id))
+        case .objectIDs: return .objectIDs(window.map { loader.store.objectID(entity: $0.entityName, key: PrimaryKey($0.key)!) })
         case .count: return .count(window.count)
         }
-    }
-
-    /// Sort order by precomputed keys, then the tie-break.
-    static func precedes(_ a: Match, _ b: Match, _ descriptors: [FetchSortDescriptor]) -> Bool {
-        for (index, descriptor) in descriptors.enumerated() {
-            let order = FetchSorting.compare(a.keys[index], b.keys[index], descriptor.comparison)
-            if order != .orderedSame { return (order == .orderedAscending) == descriptor.ascending }
-        }
-        return FetchSorting.tieBreak(a.id, b.id)
     }
 
     static func empty(_ output: FetchPlan.Output, store: StoreFile) -> FetchRows {
@@ -239,6 +231,36 @@ struct FetchExecution<Transaction: ReadableTransaction & ~Copyable> {
     static func windowed(_ total: Int, offset: Int, limit: Int) -> Int {
         let after = max(0, total - offset)
         return limit > 0 ? min(after, limit) : after
+    }
+}
+
+/// One match of a fetch (``FetchExecution``).
+struct FetchMatch {
+    /// The row's entity.
+    var entityName: String
+    /// The row's primary key.
+    var key: UInt64
+    /// The row's index in ``FetchExecution/records`` (a fetch of rows).
+    var row: Int?
+    /// The values of the sort descriptors' key paths that the access path does not
+    /// order by (all of them, or all but the first with ``FetchPlan/Ordering/index``).
+    var keys: [PredicateValue]
+    /// The encoded value from the index read, when an index was read.
+    var indexValue: [UInt8]?
+
+    /// Sort order by precomputed keys, then the tie-break.
+    static func precedes(_ a: FetchMatch, _ b: FetchMatch, _ descriptors: [FetchSortDescriptor]) -> Bool {
+        for (index, descriptor) in descriptors.enumerated() {
+            let order = FetchSorting.compare(a.keys[index], b.keys[index], descriptor.comparison)
+            if order != .orderedSame { return (order == .orderedAscending) == descriptor.ascending }
+        }
+        return tieBreak(a, b)
+    }
+
+    /// ``FetchSorting/tieBreak(_:_:)`` of two rows of one store: entity name, then
+    /// primary key.
+    static func tieBreak(_ a: FetchMatch, _ b: FetchMatch) -> Bool {
+        a.entityName != b.entityName ? a.entityName < b.entityName : a.key < b.key
     }
 }
 

@@ -39,7 +39,13 @@ public struct FetchPlan: Sendable, Hashable, CustomStringConvertible {
     /// Whether rows of sub-entities are included.
     public let includesSubentities: Bool
     /// Where candidate rows come from.
-    public let access: Access
+    public var access: Access {
+        switch path {
+        case .fullScan: .fullScan
+        case .indexScan(let attribute, let kind, let reverse):
+            .indexScan(attribute: attribute, ranges: indexRanges.describe(kind: kind), reverse: reverse)
+        }
+    }
     /// What each candidate is tested against: the conjuncts the access path does not
     /// decide on its own; nil when it decides them all.
     public let filter: FetchPredicate?
@@ -52,6 +58,8 @@ public struct FetchPlan: Sendable, Hashable, CustomStringConvertible {
     public let readsRows: Bool
 
     // What the executor needs beyond the description.
+    /// ``access`` without the ranges in words (made only when asked for).
+    let path: Path
     let predicate: PredicateNode?
     let residual: PredicateNode?
     let indexRanges: IndexKeyRanges
@@ -60,6 +68,13 @@ public struct FetchPlan: Sendable, Hashable, CustomStringConvertible {
     let limit: Int
     let output: Output
     let isEmpty: Bool
+
+    /// Where candidate rows come from (``access``).
+    enum Path: Hashable {
+        case fullScan
+        /// The index on `attribute`, whose values are of `kind` (nil: not indexable).
+        case indexScan(attribute: String, kind: IndexKeyKind?, reverse: Bool)
+    }
 
     /// What the fetch produces.
     enum Output: Hashable {

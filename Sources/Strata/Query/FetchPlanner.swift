@@ -91,7 +91,7 @@ enum FetchPlanner {
             let ordering: FetchPlan.Ordering = descriptors.isEmpty ? .primaryKey
                 : limit > 0 ? .boundedHeap(capacity: offset + limit) : .inMemory
             return make(
-                access: .fullScan, ordering: ordering, stopsEarly: descriptors.isEmpty,
+                path: .fullScan, ordering: ordering, stopsEarly: descriptors.isEmpty,
                 isEmpty: conjuncts.contains(.constant(false)))
         }
 
@@ -102,14 +102,14 @@ enum FetchPlanner {
                 : inOrder ? .index : limit > 0 ? .boundedHeap(capacity: offset + limit) : .inMemory
             let reverse = inOrder && !(descriptors.first?.ascending ?? true)
             return make(
-                access: .indexScan(attribute: attribute, ranges: candidate.describe(attribute, kind: entity), reverse: reverse),
+                path: .indexScan(attribute: attribute, kind: entity.attribute(named: attribute)?.type.indexKeyKind, reverse: reverse),
                 ranges: candidate.ranges, decided: candidate.exactPositions, ordering: ordering,
                 stopsEarly: ordering == .index,
                 isEmpty: candidate.ranges.ranges.isEmpty || conjuncts.contains(.constant(false)))
         }
 
         private func make(
-            access: FetchPlan.Access, ranges: IndexKeyRanges = .all, decided: Set<Int> = [],
+            path: FetchPlan.Path, ranges: IndexKeyRanges = .all, decided: Set<Int> = [],
             ordering: FetchPlan.Ordering, stopsEarly: Bool, isEmpty: Bool
         ) -> FetchPlan {
             let remaining = conjuncts.enumerated().filter { !decided.contains($0.offset) }.map(\.element)
@@ -117,9 +117,9 @@ enum FetchPlanner {
             let sortNeedsRows = descriptors.count > 1 || (!descriptors.isEmpty && ordering != .index)
             let readsRows = !isEmpty && (output == .rows || residual != nil || (output == .objectIDs && sortNeedsRows))
             return FetchPlan(
-                entityName: entity.name, includesSubentities: includesSubentities, access: access,
+                entityName: entity.name, includesSubentities: includesSubentities,
                 filter: residual.map { FetchPredicate(node: $0) }, ordering: ordering, stopsEarly: stopsEarly && limit > 0,
-                readsRows: readsRows, predicate: predicate, residual: residual, indexRanges: ranges,
+                readsRows: readsRows, path: path, predicate: predicate, residual: residual, indexRanges: ranges,
                 sortDescriptors: descriptors, offset: offset, limit: limit, output: output, isEmpty: isEmpty)
         }
     }
@@ -161,12 +161,16 @@ enum FetchPlanner {
             return 2
         }
 
-        /// The ranges in the predicate language, for ``FetchPlan``.
-        func describe(_ attribute: String, kind entity: EntityDescription) -> [String] {
-            guard ranges != .all else { return ["ALL"] }
-            guard let kind = entity.attribute(named: attribute)?.type.indexKeyKind else { return [] }
-            return ranges.ranges.map { $0.describe(kind: kind) }
-        }
+    }
+}
+
+extension IndexKeyRanges {
+    /// The ranges in the predicate language, for ``FetchPlan/access``, of an index of
+    /// values of `kind` (nil: none can be described).
+    func describe(kind: IndexKeyKind?) -> [String] {
+        guard self != .all else { return ["ALL"] }
+        guard let kind else { return [] }
+        return ranges.map { $0.describe(kind: kind) }
     }
 }
 

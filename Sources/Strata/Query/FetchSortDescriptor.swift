@@ -38,6 +38,8 @@ public struct FetchSortDescriptor: Sendable, Hashable, CustomStringConvertible {
     /// Why the descriptor cannot be used: its key path names no stored property. Thrown
     /// when a request using it runs.
     let deferredError: FetchPredicateError?
+    /// The key path's components (``key`` split at its dots).
+    let components: [String]
 
     /// Sorts by `key` (an attribute, or a key path through to-one relationships).
     public init(key: String, ascending: Bool = true, comparison: Comparison = .literal) {
@@ -45,6 +47,7 @@ public struct FetchSortDescriptor: Sendable, Hashable, CustomStringConvertible {
         self.ascending = ascending
         self.comparison = comparison
         deferredError = nil
+        components = Self.components(of: key)
     }
 
     /// Sorts by the attribute `keyPath` reads: one of `Root`'s, or one reached through
@@ -66,16 +69,21 @@ public struct FetchSortDescriptor: Sendable, Hashable, CustomStringConvertible {
         self.ascending = ascending
         self.comparison = comparison
         do throws(FetchPredicateError) {
-            key = try KeyPathNames.components(of: keyPath).joined(separator: ".")
+            let names = try KeyPathNames.components(of: keyPath)
+            key = names.joined(separator: ".")
+            components = Self.components(of: key)
             deferredError = nil
         } catch {
             key = ""
+            components = [""]
             deferredError = error
         }
     }
 
-    /// The key path's components.
-    var components: [String] { key.split(separator: ".", omittingEmptySubsequences: false).map(String.init) }
+    /// `key` split at its dots.
+    private static func components(of key: String) -> [String] {
+        key.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+    }
 
     /// `title ASC`; `<predicate error: …> ASC` for a descriptor carrying an error.
     public var description: String {

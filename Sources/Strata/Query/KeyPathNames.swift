@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Turns a Swift key path of a typed subclass (`\Note.title`, `\Note.folder?.name`)
 /// into the property names it goes through (`["title"]`, `["folder", "name"]`).
 ///
@@ -16,6 +18,47 @@ enum KeyPathNames {
     ///   computed property of plain Swift, say), reads more than one from the same
     ///   object, or goes on past a to-many relationship.
     static func components<Root: ManagedObject>(of keyPath: PartialKeyPath<Root>) throws(FetchPredicateError) -> [String] {
+        let cacheKey = CacheKey(keyPath: ObjectIdentifier(keyPath), root: ObjectIdentifier(Root.self))
+        if let names = cache.withLock({ $0.names[cacheKey] }) { return names }
+        let names = try recordedComponents(of: keyPath)
+        let kept = UInt(bitPattern: Unmanaged.passRetained(keyPath as AnyKeyPath).toOpaque())
+        cache.withLock { cache in
+            if cache.names.count >= cacheCapacity { cache.removeAll() }
+            cache.names[cacheKey] = names
+            cache.keyPaths.append(kept)
+        }
+        return names
+    }
+
+    /// A key path (by identity) read from a root class.
+    private struct CacheKey: Hashable {
+        var keyPath: ObjectIdentifier
+        var root: ObjectIdentifier
+    }
+
+    /// The names of the key paths read so far. A key path written in the source is one
+    /// object for the life of the process (the runtime makes it once), so its identity
+    /// names it; the cache keeps each key path it names alive, so that no other key path
+    /// can take its address. Bounded: key paths made at run time (`appending(path:)`)
+    /// are new objects each time.
+    private struct Cache {
+        var names: [CacheKey: [String]] = [:]
+        /// The key paths named, retained (as addresses: key paths are immutable).
+        var keyPaths: [UInt] = []
+
+        mutating func removeAll() {
+            for address in keyPaths {
+                Unmanaged<AnyKeyPath>.fromOpaque(UnsafeRawPointer(bitPattern: address)!).release()
+            }
+            self = Cache()
+        }
+    }
+
+    private static let cacheCapacity = 4096
+    private static let cache = Mutex(Cache())
+
+    /// ``components(of:)``, read on a recording prototype.
+    private static func recordedComponents<Root: ManagedObject>(of keyPath: PartialKeyPath<Root>) throws(FetchPredicateError) -> [String] {
         let recorder = KeyPathRecorder()
         guard let root = recorder.prototype(of: Root.self) as? Root else {
             throw FetchPredicateError(kind: .unsupported, message: "\(Root.self) cannot make a prototype of itself")
@@ -106,8 +149,14 @@ final class KeyPathRecorder: ObjectOwner {
     private(set) var lastReturned: AttributeValue?
     /// Whether the last property read is a to-many relationship.
     private(set) var lastIsToMany = false
-    /// Every prototype made, kept alive while recording (owners are held weakly).
+    /// Every prototype made, kept alive while recording (objects do not keep their
+    /// owner).
     private var prototypes: [ManagedObject] = []
+
+    deinit {
+        // A prototype that outlives the recording keeps no owner.
+        for prototype in prototypes { prototype.owner = nil }
+    }
 
     var result: Result<[String], FetchPredicateError> {
         failure.map { .failure($0) } ?? .success(names)

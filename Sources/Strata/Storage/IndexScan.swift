@@ -1,3 +1,4 @@
+import Foundation
 import StrataLMDB
 
 /// A range of encoded index values (``IndexKeyEncoding`` bytes, without the primary key
@@ -96,8 +97,10 @@ struct IndexKeyRange: Sendable, Hashable {
 
     /// Byte-wise (memcmp) order of two buffers.
     static func compare(_ lhs: UnsafeRawBufferPointer, _ rhs: UnsafeRawBufferPointer) -> Int {
-        for (left, right) in zip(lhs, rhs) where left != right {
-            return left < right ? -1 : 1
+        let common = min(lhs.count, rhs.count)
+        if common > 0 {
+            let order = memcmp(lhs.baseAddress!, rhs.baseAddress!, common)
+            if order != 0 { return order < 0 ? -1 : 1 }
         }
         return lhs.count - rhs.count
     }

@@ -367,7 +367,22 @@ public enum RecordCodec {
         bytes.append(UInt8(value))
     }
 
+    @inline(__always)
     static func readVarint(_ bytes: UnsafeRawBufferPointer, at offset: inout Int) throws(RecordDecodingError) -> UInt64 {
+        // One byte (values below 128: field heads, small numbers, short lengths) inline.
+        if _fastPath(offset < bytes.count) {
+            let byte = bytes[offset]
+            if byte < 0x80 {
+                offset += 1
+                return UInt64(byte)
+            }
+        }
+        return try readLongVarint(bytes, at: &offset)
+    }
+
+    /// ``readVarint(_:at:)`` of a number of more than one byte (or cut short).
+    @inline(never)
+    private static func readLongVarint(_ bytes: UnsafeRawBufferPointer, at offset: inout Int) throws(RecordDecodingError) -> UInt64 {
         let start = offset
         var value: UInt64 = 0
         var shift: UInt64 = 0

@@ -152,9 +152,9 @@ struct StoreReader<Transaction: ReadableTransaction & ~Copyable>: ~Copyable {
 
     /// Calls `body` with the ID of every row, in the order of ``forEachRow(entity:includesSubentities:_:)``,
     /// without decoding the rows, until `body` returns false.
-    func forEachKey(entity entityName: String, includesSubentities: Bool, _ body: (ManagedObjectID) throws -> Bool) throws {
+    func forEachKey(entity entityName: String, includesSubentities: Bool, _ body: (EntityStorage, PrimaryKey) throws -> Bool) throws {
         try scanRows(entity: entityName, includesSubentities: includesSubentities) { storage, key, _ in
-            try body(store.objectID(entity: storage.name, key: key))
+            try body(storage, key)
         }
     }
 

@@ -49,8 +49,9 @@ final class StoreFile: Sendable {
     let historyDatabase: Database
     /// How each entity is stored, by entity name.
     let entities: [String: EntityStorage]
-    /// Entity names by entity number.
-    private let entityNamesByNumber: [UInt16: String]
+    /// How each entity is stored, by entity number (a dense table: the schema numbers
+    /// entities from 1 up; a number it never gave is nil).
+    private let entitiesByNumber: [EntityStorage?]
 
     /// The store's UUID.
     var identifier: UUID { metadata.identifier }
@@ -112,7 +113,10 @@ final class StoreFile: Sendable {
         self.model = model
         self.environment = environment
         self.isReadOnly = configuration.readOnly
-        entityNamesByNumber = metadata.schema.entityNames
+        let names = metadata.schema.entityNames
+        var byNumber = [EntityStorage?](repeating: nil, count: Int(names.keys.max() ?? 0) + 1)
+        for (number, name) in names { byNumber[Int(number)] = entities[name] }
+        entitiesByNumber = byNumber
     }
 
     /// What to do when the store at `path` cannot be opened again because its previous
@@ -283,7 +287,7 @@ final class StoreFile: Sendable {
 
     /// The storage of the entity a reference names, or nil when the number is unknown.
     func entityStorage(numbered number: UInt16) -> EntityStorage? {
-        entityNamesByNumber[number].flatMap { entities[$0] }
+        Int(number) < entitiesByNumber.count ? entitiesByNumber[Int(number)] : nil
     }
 
     /// The permanent ID of row `key` of `entityName`.

@@ -24,6 +24,11 @@ final class FakeOwner: ObjectOwner {
         self.model = model
     }
 
+    deinit {
+        // Objects hold their owner unowned: an owner lets go of its objects before it goes.
+        for object in registered.values where object.owner === self { object.owner = nil }
+    }
+
     /// A permanent ID for a new row of `entity`.
     func makeID(_ entity: String) -> ManagedObjectID {
         defer { nextKey += 1 }
