@@ -128,8 +128,12 @@ extension ObjectGraph {
         var targets: [ManagedObjectID: ManagedObject] = [:]
         var conflicts: [MergeConflict] = []
         let changes = Dictionary(save.updated.map { ($0.objectID, $0) }) { first, _ in first }
-        for id in save.updated.map(\.objectID) + save.deleted + save.checked {
-            let object = object(for: id)
+        let ids = save.updated.map(\.objectID) + save.deleted + save.checked
+        let objects = ids.map(object(for:))
+        // The faults among them read in one transaction per store; one that cannot be
+        // read that way is read (and its failure reported) on its own below.
+        try? fulfilFaults(objects)
+        for (id, object) in zip(ids, objects) {
             if object.isDeleted {
                 conflicts.append(MergeConflict(objectID: id, oldVersion: object.rowVersion, newVersion: nil))
             } else if !object.fulfilIfNeeded() {
@@ -273,20 +277,20 @@ extension ObjectGraph {
     private func apply(_ change: ObjectChange, to object: ManagedObject) {
         let entity = object.entity
         for (slot, value) in change.attributes where slot < entity.attributes.count {
-            object.prepareChange(key: entity.attributes[slot].name)
+            object.prepareAttributeChange(slot)
             object.storeAttribute(value, at: slot)
         }
         for (slot, id) in change.toOne where slot < entity.relationships.count {
-            object.prepareChange(key: entity.relationships[slot].name)
+            object.prepareRelationshipChange(slot)
             object.storeRelationship(.toOne(id.map(self.object(for:))), at: slot)
         }
         for (slot, ids) in change.ordered where slot < entity.relationships.count {
-            object.prepareChange(key: entity.relationships[slot].name)
+            object.prepareRelationshipChange(slot)
             object.storeRelationship(.toMany(ToManyStorage(isOrdered: true, objects: ids.map(self.object(for:)))), at: slot)
         }
         for slot in Set(change.added.keys).union(change.removed.keys) where slot < entity.relationships.count {
             guard object.loadRelationshipIfNeeded(slot), case .toMany(var storage) = object.relationshipStorage(at: slot) else { continue }
-            object.prepareChange(key: entity.relationships[slot].name)
+            object.prepareRelationshipChange(slot)
             object.storeRelationship(.notLoaded, at: slot)  // so the changes below do not copy
             for id in change.removed[slot] ?? [] { _ = storage.remove(self.object(for: id)) }
             for id in change.added[slot] ?? [] { _ = storage.insert(self.object(for: id)) }

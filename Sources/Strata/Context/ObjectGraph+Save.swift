@@ -34,12 +34,15 @@ extension ObjectGraph {
         guard hasChanges else { return ObjectChangeSets() }
         announce()
         let inserted = self.inserted, updated = self.updated, deleted = self.deleted.filter { !vanished.contains(ObjectIdentifier($0)) }
+        let changedBefore = changedCount
         for object in inserted + updated + deleted { object.willSave() }
         // willSave may change or insert more.
         try propagateDeletes()
         try adoptNewDestinations()
         processChanges()
-        let toInsert = self.inserted, toUpdate = self.updated
+        // Changed objects only join the changed set during a save: the same count is the
+        // same set (whose members may have been deleted since).
+        let toInsert = self.inserted, toUpdate = changedCount == changedBefore ? updated.filter(\.isUpdated) : self.updated
         // Objects whose rows were gone when their faults fired are discarded, unwritten.
         let toDiscard = self.deleted.filter { vanished.contains(ObjectIdentifier($0)) }
         let toDelete = self.deleted.filter { !vanished.contains(ObjectIdentifier($0)) }
@@ -177,7 +180,7 @@ extension ObjectGraph {
     /// Objects reached through relationships of inserted or changed objects that are in
     /// no context yet are inserted too (a graph built before it was inserted).
     private func adoptNewDestinations() throws {
-        for object in inserted + updated {
+        for object in inserted + updatedWithRelationships {
             for slot in object.entity.relationships.indices {
                 let storage = object.relationshipStorage(at: slot)
                 if case .notLoaded = storage { continue }

@@ -602,8 +602,16 @@ final class ObjectGraph: ObjectOwner {
 
     /// Objects changed since the last save, neither inserted nor deleted.
     var updated: [ManagedObject] {
-        changed.values.filter { $0.isUpdated }.sorted { FetchSorting.tieBreak($0.objectID, $1.objectID) }
+        ManagedObject.inIDOrder(changed.values.filter { $0.isUpdated })
     }
+
+    /// ``updated``, only the objects whose entity has relationships.
+    var updatedWithRelationships: [ManagedObject] {
+        ManagedObject.inIDOrder(changed.values.filter { $0.isUpdated && !$0.entity.relationships.isEmpty })
+    }
+
+    /// How many objects are in the changed set (see ``updated``).
+    var changedCount: Int { changed.count }
 
     /// Whether anything is unsaved.
     var hasChanges: Bool {

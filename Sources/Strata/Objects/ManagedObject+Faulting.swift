@@ -242,8 +242,8 @@ extension ManagedObject {
     func revertToCommitted() {
         guard isSaved else { return }
         if let committed = committedCopy {
-            for (slot, value) in committed.attributes.enumerated() { storeAttribute(value, at: slot) }
-            for (slot, value) in committed.relationships.enumerated() { storeRelationship(value, at: slot) }
+            for (slot, value) in committed.attributes { storeAttribute(value, at: slot) }
+            for (slot, value) in committed.relationships { storeRelationship(value, at: slot) }
             dropCommittedCopy()
         }
         isModified = false
@@ -287,7 +287,7 @@ extension ManagedObject {
     /// is not a change: the committed value is what was loaded.
     func setLoadedRelationship(_ storage: ToManyStorage, at slot: Int) {
         storeRelationship(.toMany(storage), at: slot)
-        side?.committed?.relationships[slot] = .toMany(storage)
+        side?.committed?.replaceRelationship(slot, with: .toMany(storage))
     }
 }
 

@@ -211,14 +211,14 @@ extension ManagedObject {
 
     private func linkToOne(_ slot: Int, _ object: ManagedObject?) {
         if case .toOne(let current) = relationshipStorage(at: slot), current === object { return }
-        prepareChange(key: _entity.relationships[slot].name)
+        prepareRelationshipChange(slot)
         storeRelationship(.toOne(object), at: slot)
         isModified = true
     }
 
     private func insertMember(_ slot: Int, _ object: ManagedObject, at index: Int?) {
         guard case .toMany(var storage) = relationshipStorage(at: slot), !storage.contains(object) else { return }
-        prepareChange(key: _entity.relationships[slot].name)
+        prepareRelationshipChange(slot)
         storeRelationship(.notLoaded, at: slot)  // drop the reference so the insert does not copy
         storage.insert(object, at: index)
         storeRelationship(.toMany(storage), at: slot)
@@ -227,7 +227,7 @@ extension ManagedObject {
 
     private func removeMember(_ slot: Int, _ object: ManagedObject) {
         guard case .toMany(var storage) = relationshipStorage(at: slot), storage.contains(object) else { return }
-        prepareChange(key: _entity.relationships[slot].name)
+        prepareRelationshipChange(slot)
         storeRelationship(.notLoaded, at: slot)
         storage.remove(object)
         storeRelationship(.toMany(storage), at: slot)

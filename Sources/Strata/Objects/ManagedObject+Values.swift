@@ -149,42 +149,66 @@ extension ManagedObject {
         }
     }
 
-    /// The copy of the committed values, made when a saved object first changed.
+    /// The committed values of the properties changed since the object was last fetched
+    /// or saved (nil when none changed).
     var committedCopy: CommittedState? { side?.committed }
 
     /// The value attribute `slot` had when the object was last fetched or saved; nil for
     /// an object never saved.
     func committedAttribute(at slot: Int) -> AttributeValue? {
-        if let copy = side?.committed { return copy.attributes[slot] }
+        if let copy = side?.committed, let value = copy.attribute(slot) { return value }
         return isSaved ? attributeValue(at: slot) : nil
     }
 
     /// The value relationship `slot` had when the object was last fetched or saved; nil
     /// for an object never saved.
     func committedRelationship(at slot: Int) -> RelationshipStorage? {
-        if let copy = side?.committed { return copy.relationships[slot] }
+        if let copy = side?.committed, let value = copy.relationship(slot) { return value }
         return isSaved ? relationshipStorage(at: slot) : nil
     }
 
-    /// Called before any value of the object changes: a saved object keeps a copy of the
-    /// values it was read or saved with (until then they are its current values).
-    func keepCommittedValues() {
-        guard _bits & ObjectBits.saved != 0, side?.committed == nil else { return }
-        sideState.committed = CommittedState(
-            attributes: _entity.attributes.indices.map(attributeValue(at:)),
-            relationships: _entity.relationships.indices.map(relationshipStorage(at:)))
+    /// Called before attribute `slot` of a saved object changes: it keeps the value it
+    /// was read or saved with (until then that is its current value).
+    func keepCommittedAttribute(_ slot: Int) {
+        guard _bits & ObjectBits.saved != 0 else { return }
+        let side = sideState
+        if side.committed == nil { side.committed = CommittedState() }
+        if side.committed!.attribute(slot) == nil { side.committed!.keepAttribute(slot, attributeValue(at: slot)) }
     }
 
-    /// Drops the copy of the committed values (the current ones are committed now).
+    /// Called before relationship `slot` of a saved object changes (see
+    /// ``keepCommittedAttribute(_:)``).
+    func keepCommittedRelationship(_ slot: Int) {
+        guard _bits & ObjectBits.saved != 0 else { return }
+        let side = sideState
+        if side.committed == nil { side.committed = CommittedState() }
+        if side.committed!.relationship(slot) == nil { side.committed!.keepRelationship(slot, relationshipStorage(at: slot)) }
+    }
+
+    /// Keeps the committed value of every property (before several change at once).
+    func keepCommittedValues() {
+        guard _bits & ObjectBits.saved != 0 else { return }
+        for slot in _entity.attributes.indices { keepCommittedAttribute(slot) }
+        for slot in _entity.relationships.indices { keepCommittedRelationship(slot) }
+    }
+
+    /// Drops the committed values kept (the current ones are committed now).
     func dropCommittedCopy() {
         side?.committed = nil
     }
 
-    /// Tells the owner that property `key` is about to change (the object still has its
-    /// old value), keeping the committed values first.
-    func prepareChange(key: String) {
-        keepCommittedValues()
-        _owner?.objectWillChange(self, key: key)
+    /// Tells the owner that attribute `slot` is about to change (the object still has its
+    /// old value), keeping its committed value first.
+    func prepareAttributeChange(_ slot: Int) {
+        keepCommittedAttribute(slot)
+        _owner?.objectWillChange(self, key: _entity.attributes[slot].name)
+    }
+
+    /// Tells the owner that relationship `slot` is about to change (see
+    /// ``prepareAttributeChange(_:)``).
+    func prepareRelationshipChange(_ slot: Int) {
+        keepCommittedRelationship(slot)
+        _owner?.objectWillChange(self, key: _entity.relationships[slot].name)
     }
 
     // MARK: Primitive writes
@@ -217,7 +241,7 @@ extension ManagedObject {
         if owner == nil, _bits & ObjectBits.failedEdits != 0 {
             pendingFailedEdits = pendingFailedEdits.filter { $0.key != name }   // set again: the failed edit no longer matters
         }
-        prepareChange(key: name)
+        prepareAttributeChange(slot)
         storeAttribute(value, at: slot)
         isModified = true
     }

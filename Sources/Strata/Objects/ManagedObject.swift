@@ -182,6 +182,25 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         return ObjectIdentityKey(temporarySerial: temporarySerial)
     }
 
+    /// Whether the object comes before `other` in ID order (entity name, then primary
+    /// key; permanent IDs before temporary ones): the order ``FetchSorting/tieBreak(_:_:)``
+    /// gives their IDs, without making them when both are permanent.
+    func precedesByID(_ other: ManagedObject) -> Bool {
+        let temporary = ObjectBits.temporary
+        guard (_bits | other._bits) & temporary == 0 else {
+            return FetchSorting.tieBreak(objectID, other.objectID)
+        }
+        if _entity !== other._entity, _entity.nameNumber != other._entity.nameNumber {
+            return _entity.name < other._entity.name
+        }
+        return rowKey < other.rowKey
+    }
+
+    /// `objects` in ID order (see ``precedesByID(_:)``).
+    static func inIDOrder(_ objects: [ManagedObject]) -> [ManagedObject] {
+        objects.sorted { $0.precedesByID($1) }
+    }
+
     /// The object's entity.
     public var entity: EntityDescription { _entity }
 
@@ -203,15 +222,16 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             old.relationshipSlots[relationship.name].map { relationshipStorage(at: $0) } ?? .empty(for: relationship)
         }
         var committedState: CommittedState?
-        if let state = committedCopy ?? (isSaved ? CommittedState(attributes: old.attributes.indices.map(attributeValue(at:)),
-                                                                  relationships: old.relationships.indices.map(relationshipStorage(at:))) : nil) {
-            committedState = CommittedState(
-                attributes: entity.attributes.enumerated().map { slot, attribute in
-                    old.attributeSlots[attribute.name].map { state.attributes[$0] } ?? attributes[slot]
-                },
-                relationships: entity.relationships.enumerated().map { slot, relationship in
-                    old.relationshipSlots[relationship.name].map { state.relationships[$0] } ?? relationships[slot]
-                })
+        if let state = committedCopy {
+            // The committed values kept move to their properties' new slots.
+            var moved = CommittedState()
+            for (slot, value) in state.attributes {
+                if let new = entity.attributeSlots[old.attributes[slot].name] { moved.keepAttribute(new, value) }
+            }
+            for (slot, value) in state.relationships {
+                if let new = entity.relationshipSlots[old.relationships[slot].name] { moved.keepRelationship(new, value) }
+            }
+            committedState = moved
         }
         _entity = entity
         let layout = entity.layout

@@ -75,8 +75,9 @@ final class ObjectSide {
     var attributes: [AttributeValue?] = []
     /// Relationship values of dynamic slots.
     var relationships: [RelationshipStorage] = []
-    /// The values as last fetched or saved, copied when a saved object first changes
-    /// (until then they are the current values).
+    /// The values as last fetched or saved of the properties that changed since: each
+    /// is copied when it first changes (the others' committed values are their current
+    /// ones).
     var committed: CommittedState?
     /// See ``ManagedObject/faultFailure``.
     var faultFailure: StrataError?
@@ -91,10 +92,41 @@ final class ObjectSide {
     var temporaryUUID: UUID?
 }
 
-/// The values of an object as last fetched or saved.
+/// The values as last fetched or saved of the properties of an object that changed
+/// since, by slot (a property not here has its committed value as its current one).
+/// Few properties change at a time: the lists are scanned.
 struct CommittedState {
-    var attributes: [AttributeValue?]
-    var relationships: [RelationshipStorage]
+    /// Attribute slots and their committed values.
+    private(set) var attributes: [(slot: Int, value: AttributeValue?)] = []
+    /// Relationship slots and their committed values.
+    private(set) var relationships: [(slot: Int, value: RelationshipStorage)] = []
+
+    /// The committed value of attribute `slot`, if it changed (`.some(nil)`: nil).
+    func attribute(_ slot: Int) -> AttributeValue?? {
+        for entry in attributes where entry.slot == slot { return .some(entry.value) }
+        return nil
+    }
+
+    /// The committed value of relationship `slot`, if it changed.
+    func relationship(_ slot: Int) -> RelationshipStorage? {
+        for entry in relationships where entry.slot == slot { return entry.value }
+        return nil
+    }
+
+    /// Keeps `value` as attribute `slot`'s committed value, unless one is kept already.
+    mutating func keepAttribute(_ slot: Int, _ value: AttributeValue?) {
+        if attribute(slot) == nil { attributes.append((slot, value)) }
+    }
+
+    /// Keeps `value` as relationship `slot`'s committed value, unless one is kept already.
+    mutating func keepRelationship(_ slot: Int, _ value: RelationshipStorage) {
+        if relationship(slot) == nil { relationships.append((slot, value)) }
+    }
+
+    /// Replaces relationship `slot`'s committed value when one is kept.
+    mutating func replaceRelationship(_ slot: Int, with value: RelationshipStorage) {
+        if let index = relationships.firstIndex(where: { $0.slot == slot }) { relationships[index].value = value }
+    }
 }
 
 /// Whether an object's values are in memory.

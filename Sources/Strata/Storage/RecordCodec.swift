@@ -220,6 +220,21 @@ public enum RecordCodec {
             try readValue(tag, bytes, at: &offset)
         }
 
+        /// Steps over the value of a field with `tag` without decoding it (its bytes are
+        /// checked to be there, not checked for content).
+        mutating func skip(_ tag: Tag) throws(RecordDecodingError) {
+            switch tag {
+            case .integer: _ = try readVarint(bytes, at: &offset)
+            case .double, .date: _ = try readFixed(bytes, at: &offset, as: UInt64.self)
+            case .float: _ = try readFixed(bytes, at: &offset, as: UInt32.self)
+            case .falseValue, .trueValue: break
+            case .uuid:
+                guard bytes.count - offset >= 16 else { throw RecordDecodingError(reason: "a UUID needs 16 bytes", offset: offset) }
+                offset += 16
+            case .string, .uri, .decimal, .binaryData, .transformable: _ = try readLengthPrefixed(bytes, at: &offset)
+            }
+        }
+
         /// The value of an `integer` field.
         mutating func integer() throws(RecordDecodingError) -> Int64 {
             let raw = try readVarint(bytes, at: &offset)
@@ -345,7 +360,7 @@ public enum RecordCodec {
         return value
     }
 
-    private static func readLengthPrefixed(_ bytes: UnsafeRawBufferPointer, at offset: inout Int) throws(RecordDecodingError) -> UnsafeRawBufferPointer {
+    fileprivate static func readLengthPrefixed(_ bytes: UnsafeRawBufferPointer, at offset: inout Int) throws(RecordDecodingError) -> UnsafeRawBufferPointer {
         let start = offset
         let length = try readVarint(bytes, at: &offset)
         guard length <= UInt64(bytes.count - offset) else {

@@ -423,30 +423,65 @@ struct StoreWriter: ~Copyable {
 
     /// Rewrites a changed row with its new record (keeping stored fields this model does
     /// not know) and moves its changed index entries.
+    ///
+    /// The stored record is read in place (in LMDB's page, before anything is written):
+    /// only its version, whether it holds unknown fields, and the values of indexed
+    /// attributes are taken from it.
     private mutating func updateRow(_ record: UnsafeRawBufferPointer, indexValues: UnsafeRawBufferPointer, key: PrimaryKey, storage: EntityStorage) throws {
         guard let rows = storage.rows else { return }
-        guard let stored = try reader.record(at: key, of: storage) else {
+        let txn = reader.transaction
+        let indexed = storage.indexedSlots
+        // The stored value part of each indexed attribute (nil: no entry), in `indexed` order.
+        var oldParts = [[UInt8]?](repeating: nil, count: indexed.count)
+        var hasUnknownFields = false
+        var exists = false
+        try txn.pointee.withValue(forKey: key.encoded, in: rows) { stored throws in
+            guard let stored else { return }
+            exists = true
+            var fields = RecordCodec.Reader(stored)
+            var version: UInt64 = 0
+            do throws(RecordDecodingError) {
+                version = try fields.header()
+                while let (number, tag) = try fields.nextField() {
+                    switch storage.field(numbered: number) {
+                    case nil:
+                        hasUnknownFields = true
+                        try fields.skip(tag)
+                    case .attribute(let slot):
+                        guard let position = indexed.firstIndex(of: slot), let kind = storage.attributes[slot].indexKind else {
+                            try fields.skip(tag)
+                            continue
+                        }
+                        oldParts[position] = IndexLayout.valuePart(try fields.value(tag), kind: kind)
+                    case .relationship:
+                        try fields.skip(tag)
+                    }
+                }
+            } catch {
+                throw StrataError.corruptRecord(entity: storage.name, primaryKey: key.rawValue, reason: error.reason)
+            }
+            guard version < .max else {
+                throw StrataError.corruptRecord(entity: storage.name, primaryKey: key.rawValue, reason: "its version cannot grow any more")
+            }
+        }
+        guard exists else {
             throw StoreWriteError.conflict([StoreConflict(objectID: store.objectID(entity: storage.name, key: key), expectedVersion: 0, storedVersion: nil)])
         }
-        guard stored.version < .max else {
-            throw StrataError.corruptRecord(entity: storage.name, primaryKey: key.rawValue, reason: "its version cannot grow any more")
-        }
-        let unknown = stored.fields.filter { storage.fields[$0.key] == nil }
-        let txn = reader.transaction
-        if unknown.isEmpty {
+        if !hasUnknownFields {
             try txn.pointee.put(record, forKey: key.encoded, in: rows)
         } else {
+            // Rare (a store written by a newer model): keep the fields this one does not know.
+            guard let stored = try reader.record(at: key, of: storage) else { return }
             var merged = try RecordCodec.decode(record)
-            merged.fields.merge(unknown) { own, _ in own }
+            merged.fields.merge(stored.fields.filter { storage.fields[$0.key] == nil }) { own, _ in own }
             try txn.pointee.put(RecordCodec.encode(merged), forKey: key.encoded, in: rows)
         }
         var position = 0
         try RowEncoder.forEachIndexValue(indexValues) { newPart in
-            let slot = storage.indexedSlots[position]
+            let slot = indexed[position]
+            let oldPart = oldParts[position]
             position += 1
-            let attribute = storage.attributes[slot]
-            guard let index = attribute.index, let kind = attribute.indexKind, let field = attribute.field else { return }
-            let oldPart = IndexLayout.valuePart(stored.fields[field], kind: kind)
+            guard let index = storage.attributes[slot].index else { return }
             if let oldPart, !newPart.isEmpty, oldPart.elementsEqual(newPart) { return }   // unchanged
             if oldPart == nil && newPart.isEmpty { return }
             if let oldPart { try txn.pointee.delete(forKey: oldPart + key.encoded, in: index) }
