@@ -14,11 +14,12 @@ struct ChildSave: Sendable {
     var checked: [ManagedObjectID] = []
     /// Stores chosen with `assign(_:to:)` for inserted objects.
     var stores: [ManagedObjectID: PersistentStore] = [:]
-    /// The state the child read each updated, deleted and checked object at: its row
-    /// version and committed values. The parent takes the save only where it holds the
-    /// object in that state (the properties a change sets; the whole object, to-many
-    /// members included, for a deletion or a check), so that neither the child's values
-    /// nor the parent's delete rules act on a state the child never saw, and the root's
+    /// The state the child read each deleted and checked object at: its row version and
+    /// committed values (an updated object's change carries the values it read of the
+    /// properties it sets). The parent takes the save only where it holds the object in
+    /// that state (the properties a change sets; the whole object, to-many members
+    /// included, for a deletion or a check), so that neither the child's values nor the
+    /// parent's delete rules act on a state the child never saw, and the root's
     /// optimistic locking then checks the version the parent holds (DESIGN.md, "Saving
     /// one store up"; ``ObjectGraph/acceptChildSave(_:)``).
     var bases: [ManagedObjectID: ObjectSnapshot] = [:]
@@ -29,43 +30,91 @@ struct ChildSave: Sendable {
 
 /// The changed properties of one object, relative to the state the child read from its
 /// parent. Only these are applied, so a property the parent changed meanwhile and the
-/// child did not touch keeps the parent's value.
+/// child did not touch keeps the parent's value. Each carries the value the child read
+/// (its base), which the parent must still hold for the change to apply.
 struct ObjectChange: Sendable {
+    /// A new attribute value and the one the child read.
+    struct Attribute: Sendable {
+        var slot: Int
+        var value: AttributeValue?
+        var base: AttributeValue?
+    }
+
+    /// New relationship contents (to-one, or ordered to-many: the whole list) and what
+    /// the child read.
+    struct Relationship: Sendable {
+        var slot: Int
+        var destinations: [ManagedObjectID]
+        var base: RelationshipSnapshot
+    }
+
+    /// Destinations added to and removed from an unordered to-many relationship (the
+    /// other members may be anything).
+    struct Members: Sendable {
+        var slot: Int
+        var added: [ManagedObjectID]
+        var removed: [ManagedObjectID]
+    }
+
     /// The object.
     var objectID: ManagedObjectID
-    /// New attribute values by attribute slot.
-    var attributes: [Int: AttributeValue?] = [:]
-    /// New destinations of to-one relationships by slot.
-    var toOne: [Int: ManagedObjectID?] = [:]
-    /// Destinations added to unordered to-many relationships, by slot.
-    var added: [Int: [ManagedObjectID]] = [:]
-    /// Destinations removed from unordered to-many relationships, by slot.
-    var removed: [Int: [ManagedObjectID]] = [:]
-    /// The whole new contents of ordered to-many relationships, by slot.
-    var ordered: [Int: [ManagedObjectID]] = [:]
+    /// The row version the child read the object at; nil for an object its parent has
+    /// not saved either (there is no read state to compare).
+    var baseVersion: UInt64?
+    /// Changed attributes, by ascending slot.
+    var attributes: [Attribute] = []
+    /// Changed to-one relationships.
+    var toOne: [Relationship] = []
+    /// Changed ordered to-many relationships.
+    var ordered: [Relationship] = []
+    /// Changed unordered to-many relationships.
+    var members: [Members] = []
 
-    /// The changes of `object` since it was last read or saved.
+    /// The changes of `object` since it was last read or saved. A saved object lists
+    /// only the properties whose committed value it kept (the ones it changed).
     init(of object: ManagedObject) {
         objectID = object.objectID
-        for (slot, attribute) in object.entity.attributes.enumerated() where !attribute.isTransient {
-            let value = object.attributeValue(at: slot)
-            if value != object.committedAttribute(at: slot) { attributes[slot] = value }
-        }
-        for (slot, relationship) in object.entity.relationships.enumerated() where object.relationshipChanged(slot) {
-            switch object.relationshipStorage(at: slot) {
-            case .notLoaded:
-                continue
-            case .toOne(let destination):
-                toOne[slot] = .some(destination?.objectID)
-            case .toMany(let storage) where relationship.isOrdered:
-                ordered[slot] = storage.objects.map(\.objectID)
-            case .toMany(let storage):
-                let old: [ManagedObject]
-                if case .toMany(let oldStorage)? = object.committedRelationship(at: slot) { old = oldStorage.objects } else { old = [] }
-                let before = Set(old.map(ObjectIdentifier.init))
-                added[slot] = storage.objects.filter { !before.contains(ObjectIdentifier($0)) }.map(\.objectID)
-                removed[slot] = old.filter { !storage.contains($0) }.map(\.objectID)
+        let entity = object.entity
+        let saved = object.isSaved
+        baseVersion = saved ? object.rowVersion : nil
+        if saved {
+            if let committed = object.committedCopy {
+                for (slot, base) in committed.attributes.sorted(by: { $0.slot < $1.slot })
+                where !entity.attributes[slot].isTransient {
+                    let value = object.attributeValue(at: slot)
+                    if value != base { attributes.append(Attribute(slot: slot, value: value, base: base)) }
+                }
+                for (slot, _) in committed.relationships.sorted(by: { $0.slot < $1.slot }) {
+                    addRelationship(slot, of: object)
+                }
             }
+        } else {
+            for slot in entity.storedAttributeSlots {
+                if let value = object.attributeValue(at: slot) { attributes.append(Attribute(slot: slot, value: value, base: nil)) }
+            }
+            for slot in entity.relationships.indices { addRelationship(slot, of: object) }
+        }
+    }
+
+    private mutating func addRelationship(_ slot: Int, of object: ManagedObject) {
+        guard object.relationshipChanged(slot) else { return }
+        let relationship = object.entity.relationships[slot]
+        let base = (object.committedRelationship(at: slot) ?? .notLoaded).snapshot
+        switch object.relationshipStorage(at: slot) {
+        case .notLoaded:
+            return
+        case .toOne(let destination):
+            toOne.append(Relationship(slot: slot, destinations: destination.map { [$0.objectID] } ?? [], base: base))
+        case .toMany(let storage) where relationship.isOrdered:
+            ordered.append(Relationship(slot: slot, destinations: storage.objects.map(\.objectID), base: base))
+        case .toMany(let storage):
+            let old: [ManagedObject]
+            if case .toMany(let oldStorage)? = object.committedRelationship(at: slot) { old = oldStorage.objects } else { old = [] }
+            let before = Set(old.map(ObjectIdentifier.init))
+            members.append(Members(
+                slot: slot,
+                added: storage.objects.filter { !before.contains(ObjectIdentifier($0)) }.map(\.objectID),
+                removed: old.filter { !storage.contains($0) }.map(\.objectID)))
         }
     }
 }

@@ -51,7 +51,8 @@ extension ManagedObjectContext {
         try servingChild { context in
             let changed = try context.graph.acceptChildSave(save)
             try? context.processPendingChanges()
-            context.scheduleAutomaticMerges(of: changed, into: context.children.alive.filter { $0 !== child })
+            let siblings = context.children.alive.filter { $0 !== child }
+            if !siblings.isEmpty { context.scheduleAutomaticMerges(of: ChangedObjectIDs(changed), into: siblings) }
         }
     }
 

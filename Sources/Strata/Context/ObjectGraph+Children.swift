@@ -118,40 +118,43 @@ extension ObjectGraph {
     /// on the objects here, its deletions deleted here; all become unsaved changes of
     /// this context. All or nothing: an object the child changed or deleted that is
     /// deleted here (or gone from the store), or that is not here in the state the child
-    /// based its change on (see ``holds(_:of:for:)``), fails the whole save with a
-    /// conflict before anything changes.
+    /// based its change on (see ``holds(_:of:)``), fails the whole save with a conflict
+    /// before anything changes.
     ///
-    /// - Returns: the IDs changed here, for the siblings that merge automatically.
-    func acceptChildSave(_ save: ChildSave) throws -> ChangedObjectIDs {
+    /// - Returns: the objects inserted, updated and deleted here, for the siblings that
+    ///   merge automatically.
+    func acceptChildSave(_ save: ChildSave) throws -> ObjectChangeSets {
         let model = try model
         // Check every existing object first, so a failure changes nothing.
-        var targets: [ManagedObjectID: ManagedObject] = [:]
         var conflicts: [MergeConflict] = []
-        let changes = Dictionary(save.updated.map { ($0.objectID, $0) }) { first, _ in first }
+        let updatedCount = save.updated.count
         let ids = save.updated.map(\.objectID) + save.deleted + save.checked
-        let objects = ids.map(object(for:))
+        let targets = ids.map(object(for:))
         // The faults among them read in one transaction per store; one that cannot be
         // read that way is read (and its failure reported) on its own below.
-        try? fulfilFaults(objects)
-        for (id, object) in zip(ids, objects) {
+        try? fulfilFaults(targets)
+        for (index, object) in targets.enumerated() {
+            let id = ids[index]
             if object.isDeleted {
                 conflicts.append(MergeConflict(objectID: id, oldVersion: object.rowVersion, newVersion: nil))
             } else if !object.fulfilIfNeeded() {
                 try object.throwIfStorageFailed()  // the store could not be read: no conflict is known
                 conflicts.append(MergeConflict(objectID: id, oldVersion: object.rowVersion, newVersion: nil))
-            } else if let base = save.bases[id], try !holds(base, of: object, for: changes[id]) {
+            } else if index < updatedCount {
+                let change = save.updated[index]
+                if let version = change.baseVersion, try !holds(change, of: object) {
+                    conflicts.append(MergeConflict(objectID: id, oldVersion: version, newVersion: object.rowVersion))
+                }
+            } else if let base = save.bases[id], try !holds(base, of: object) {
                 conflicts.append(MergeConflict(objectID: id, oldVersion: base.version, newVersion: object.rowVersion))
-            } else {
-                targets[id] = object
             }
         }
         guard conflicts.isEmpty else { throw StrataError.mergeConflicts(conflicts) }
         // The to-many relationships the child changed are read now, so that a store that
         // cannot be read fails the save before anything changes (not drop the changes).
-        for change in save.updated {
-            guard let object = targets[change.objectID] else { continue }
-            for slot in Set(change.added.keys).union(change.removed.keys) where slot < object.entity.relationships.count {
-                if !object.loadRelationshipIfNeeded(slot) { try object.throwIfStorageFailed() }
+        for (change, object) in zip(save.updated, targets) {
+            for members in change.members where members.slot < object.entity.relationships.count {
+                if !object.loadRelationshipIfNeeded(members.slot) { try object.throwIfStorageFailed() }
             }
         }
         var entities: [String: EntityDescription] = [:]
@@ -162,7 +165,7 @@ extension ObjectGraph {
             entities[entity.name] = entity
         }
 
-        var merged = ChangedObjectIDs()
+        var merged = ObjectChangeSets()
         var newObjects: [(ManagedObject, ObjectSnapshot)] = []
         for snapshot in save.inserted {
             if let registered = registeredObject(for: snapshot.objectID), registered.owner === self {
@@ -175,7 +178,7 @@ extension ObjectGraph {
             object.objectID = snapshot.objectID
             registerInsertFromChild(object, store: save.stores[snapshot.objectID])
             newObjects.append((object, snapshot))
-            merged.inserted.insert(object.objectID)
+            merged.inserted.append(object)
         }
         // Values after every new object exists, so relationships among them resolve.
         for (object, snapshot) in newObjects {
@@ -195,74 +198,82 @@ extension ObjectGraph {
             }
             object.isModified = true
         }
-        for change in save.updated {
-            guard let object = targets[change.objectID] else { continue }
+        for (change, object) in zip(save.updated, targets) {
             apply(change, to: object)
-            merged.updated.insert(object.objectID)
+            merged.updated.append(object)
         }
-        for id in save.deleted {
-            guard let object = targets[id], !object.isDeleted else { continue }
+        for object in targets[updatedCount..<(updatedCount + save.deleted.count)] where !object.isDeleted {
             try delete(object)
-            merged.deleted.insert(object.objectID)
+            merged.deleted.append(object)
         }
-        for id in save.checked {
-            guard let object = targets[id], !object.isInserted else { continue }
+        for object in targets[(updatedCount + save.deleted.count)...] where !object.isInserted {
             conflictChecks[ObjectIdentifier(object)] = object
         }
         return merged
     }
 
-    /// Whether this context holds `object` in the state a child's change (`change`; nil
-    /// for a deletion or a conflict check) was based on (`base`: the row version and
-    /// committed values the child read): the compare part of the child save's
-    /// compare-and-set. Without it, the values the child computed from an older state
-    /// would overwrite a newer one (a lost update), and a deletion would run this
-    /// context's delete rules on relationship members the child never saw.
+    /// Whether this context holds `object` in the state a child's change was based on:
+    /// each attribute, to-one and ordered to-many relationship the change sets must hold
+    /// the value the child read; properties it does not set may differ (they keep this
+    /// context's value), and unordered to-many relationships take the members it added
+    /// and removed, whatever the other members are. The compare part of the child save's
+    /// compare-and-set: without it, the values the child computed from an older state
+    /// would overwrite a newer one (a lost update).
     ///
     /// Compared with this context's current state (its unsaved changes included, which
-    /// the child sees when it reads through it), whatever the row versions:
-    ///
-    /// - for a change, each attribute, to-one and ordered to-many relationship it sets
-    ///   must hold the value the child read; properties it does not set may differ (they
-    ///   keep this context's value), and unordered to-many relationships take the
-    ///   members it added and removed, whatever the other members are;
-    /// - for a deletion or a conflict check, every property must: the whole object,
-    ///   including the members of every to-many relationship the child had loaded (its
-    ///   delete rules acted on those members, and this context's rules act on its own).
-    ///
-    /// Equal values at another row version are accepted: this context saved the child's
-    /// own values since (the child goes on from them), or read the row again and found
-    /// what the child read. Relationships this context has not loaded are loaded here.
+    /// the child sees when it reads through it), whatever the row versions: equal values
+    /// at another row version are accepted (this context saved the child's own values
+    /// since, or read the row again and found what the child read). Relationships this
+    /// context has not loaded are loaded here.
     ///
     /// - Throws: the storage error when a relationship cannot be read.
-    private func holds(_ base: ObjectSnapshot, of object: ManagedObject, for change: ObjectChange?) throws -> Bool {
+    private func holds(_ change: ObjectChange, of object: ManagedObject) throws -> Bool {
         let entity = object.entity
-        let attributes = change.map { Array($0.attributes.keys) } ?? Array(entity.attributes.indices)
-        for slot in attributes where slot < entity.attributes.count && !entity.attributes[slot].isTransient {
+        for attribute in change.attributes where attribute.slot < entity.attributes.count {
+            if attribute.base != object.attributeValue(at: attribute.slot) { return false }
+        }
+        for relationship in change.toOne + change.ordered where relationship.slot < entity.relationships.count {
+            if try !holds(relationship.base, slot: relationship.slot, of: object) { return false }
+        }
+        return true
+    }
+
+    /// Whether this context holds `object` in the state `base` a child's deletion or
+    /// conflict check was based on: every property, including the members of every
+    /// to-many relationship the child had loaded (its delete rules acted on those
+    /// members, and this context's rules act on its own). See ``holds(_:of:)``.
+    ///
+    /// - Throws: the storage error when a relationship cannot be read.
+    private func holds(_ base: ObjectSnapshot, of object: ManagedObject) throws -> Bool {
+        let entity = object.entity
+        for slot in entity.storedAttributeSlots {
             guard slot < base.attributes.count else { return false }
             if base.attributes[slot] != object.attributeValue(at: slot) { return false }
         }
-        let relationships = change.map { Array($0.toOne.keys) + Array($0.ordered.keys) } ?? Array(entity.relationships.indices)
-        for slot in relationships where slot < entity.relationships.count {
+        for slot in entity.relationships.indices {
             guard slot < base.relationships.count else { return false }
-            let read: [ManagedObjectID]
-            switch base.relationships[slot] {
-            case .notLoaded: continue   // the child did not read it: its change did not come from it
-            case .toOne(let id): read = id.map { [$0] } ?? []
-            case .toMany(let ids): read = ids
-            }
-            if !object.loadRelationshipIfNeeded(slot) {
-                try object.throwIfStorageFailed()
-                return false   // the row is gone
-            }
-            // Members deleted here are gone for the child (it reads without them).
-            let held = object.relationshipStorage(at: slot).objects.filter { !$0.isDeleted }.map(\.objectID)
-            let ordered = !entity.relationships[slot].isToMany || entity.relationships[slot].isOrdered
-            if ordered ? read.map(canonicalID) != held.map(canonicalID) : Set(read.map(canonicalID)) != Set(held.map(canonicalID)) {
-                return false
-            }
+            if try !holds(base.relationships[slot], slot: slot, of: object) { return false }
         }
         return true
+    }
+
+    /// Whether relationship `slot` of `object` holds what the child read (`read`).
+    private func holds(_ read: RelationshipSnapshot, slot: Int, of object: ManagedObject) throws -> Bool {
+        let ids: [ManagedObjectID]
+        switch read {
+        case .notLoaded: return true   // the child did not read it: its change did not come from it
+        case .toOne(let id): ids = id.map { [$0] } ?? []
+        case .toMany(let members): ids = members
+        }
+        if !object.loadRelationshipIfNeeded(slot) {
+            try object.throwIfStorageFailed()
+            return false   // the row is gone
+        }
+        // Members deleted here are gone for the child (it reads without them).
+        let held = object.relationshipStorage(at: slot).objects.filter { !$0.isDeleted }.map(\.objectID)
+        let relationship = object.entity.relationships[slot]
+        let ordered = !relationship.isToMany || relationship.isOrdered
+        return ordered ? ids.map(canonicalID) == held.map(canonicalID) : Set(ids.map(canonicalID)) == Set(held.map(canonicalID))
     }
 
     /// `id`, or the permanent ID the tree recorded for it (a child may still name an
@@ -276,25 +287,27 @@ extension ObjectGraph {
     /// side is set as it is, without inverse maintenance.
     private func apply(_ change: ObjectChange, to object: ManagedObject) {
         let entity = object.entity
-        for (slot, value) in change.attributes where slot < entity.attributes.count {
-            object.prepareAttributeChange(slot)
-            object.storeAttribute(value, at: slot)
+        for attribute in change.attributes where attribute.slot < entity.attributes.count {
+            object.prepareAttributeChange(attribute.slot)
+            object.storeAttribute(attribute.value, at: attribute.slot)
         }
-        for (slot, id) in change.toOne where slot < entity.relationships.count {
-            object.prepareRelationshipChange(slot)
-            object.storeRelationship(.toOne(id.map(self.object(for:))), at: slot)
+        for relationship in change.toOne where relationship.slot < entity.relationships.count {
+            object.prepareRelationshipChange(relationship.slot)
+            object.storeRelationship(.toOne(relationship.destinations.first.map(self.object(for:))), at: relationship.slot)
         }
-        for (slot, ids) in change.ordered where slot < entity.relationships.count {
-            object.prepareRelationshipChange(slot)
-            object.storeRelationship(.toMany(ToManyStorage(isOrdered: true, objects: ids.map(self.object(for:)))), at: slot)
+        for relationship in change.ordered where relationship.slot < entity.relationships.count {
+            object.prepareRelationshipChange(relationship.slot)
+            object.storeRelationship(
+                .toMany(ToManyStorage(isOrdered: true, objects: relationship.destinations.map(self.object(for:)))), at: relationship.slot)
         }
-        for slot in Set(change.added.keys).union(change.removed.keys) where slot < entity.relationships.count {
-            guard object.loadRelationshipIfNeeded(slot), case .toMany(var storage) = object.relationshipStorage(at: slot) else { continue }
-            object.prepareRelationshipChange(slot)
-            object.storeRelationship(.notLoaded, at: slot)  // so the changes below do not copy
-            for id in change.removed[slot] ?? [] { _ = storage.remove(self.object(for: id)) }
-            for id in change.added[slot] ?? [] { _ = storage.insert(self.object(for: id)) }
-            object.storeRelationship(.toMany(storage), at: slot)
+        for members in change.members where members.slot < entity.relationships.count {
+            guard object.loadRelationshipIfNeeded(members.slot), case .toMany(var storage) = object.relationshipStorage(at: members.slot)
+            else { continue }
+            object.prepareRelationshipChange(members.slot)
+            object.storeRelationship(.notLoaded, at: members.slot)  // so the changes below do not copy
+            for id in members.removed { _ = storage.remove(self.object(for: id)) }
+            for id in members.added { _ = storage.insert(self.object(for: id)) }
+            object.storeRelationship(.toMany(storage), at: members.slot)
         }
         object.isModified = true
     }

@@ -170,7 +170,7 @@ extension ObjectGraph {
         save.deleted = toDelete.map(\.objectID)
         let checked = conflictChecks.values.filter { $0.owner === self && !$0.hasChanges && !$0.isInserted }
         save.checked = checked.map(\.objectID)
-        for object in toUpdate + toDelete + checked {
+        for object in toDelete + checked {
             if let base = object.makeCommittedSnapshot() { save.bases[object.objectID] = base }
         }
         guard !save.isEmpty, let child = context else { return }

@@ -36,6 +36,12 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
     /// keeps each value.
     let attributeSlots: [String: Int]
     let relationshipSlots: [String: Int]
+    /// The names of ``attributes`` and ``relationships`` by slot (scanned and read
+    /// without copying the descriptions).
+    let attributeNames: [String]
+    let relationshipNames: [String]
+    /// The slots of the stored (not transient) attributes, ascending.
+    let storedAttributeSlots: [Int]
     /// Where a typed subclass declared each property wrapper, mapped to its name.
     let declarationSites: [DeclarationSite: String]
     /// Where objects of this entity keep each property (typed fields of the class, or
@@ -99,6 +105,9 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
         self.relationships = relationships
         self.attributeSlots = attributeSlots
         self.relationshipSlots = relationshipSlots
+        attributeNames = attributes.map(\.name)
+        relationshipNames = relationships.map(\.name)
+        storedAttributeSlots = attributes.indices.filter { !attributes[$0].isTransient }
         self.declarationSites = declarationSites
         self.subentityNames = subentityNames
         ancestorNames = ancestors.map(\.name)
@@ -137,15 +146,15 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
     /// callers pass are mostly the entity's own strings, which compare equal at once,
     /// where hashing would read every byte.
     func attributeSlot(named name: String) -> Int? {
-        guard attributes.count <= Self.scannedSlots else { return attributeSlots[name] }
-        for slot in attributes.indices where attributes[slot].name == name { return slot }
+        guard attributeNames.count <= Self.scannedSlots else { return attributeSlots[name] }
+        for slot in attributeNames.indices where attributeNames[slot] == name { return slot }
         return nil
     }
 
     /// The slot of relationship `name` (see ``attributeSlot(named:)``).
     func relationshipSlot(named name: String) -> Int? {
-        guard relationships.count <= Self.scannedSlots else { return relationshipSlots[name] }
-        for slot in relationships.indices where relationships[slot].name == name { return slot }
+        guard relationshipNames.count <= Self.scannedSlots else { return relationshipSlots[name] }
+        for slot in relationshipNames.indices where relationshipNames[slot] == name { return slot }
         return nil
     }
 

@@ -77,7 +77,7 @@ extension ManagedObject {
         let entity = entity
         let count = entity.attributes.count
         for index in 0..<(count + entity.relationships.count) {
-            let name = index < count ? entity.attributes[index].name : entity.relationships[index - count].name
+            let name = index < count ? entity.attributeNames[index] : entity.relationshipNames[index - count]
             do {
                 try validateValue(try value(ofSlot: index, attributeCount: count), forKey: name)
             } catch StrataError.validation(let found) {
@@ -94,7 +94,7 @@ extension ManagedObject {
     /// ``value(forKey:)`` by slot: attribute slots first, then relationship slots.
     private func value(ofSlot index: Int, attributeCount: Int) throws(StrataError) -> Any? {
         if index < attributeCount {
-            guard fulfilIfNeeded(property: entity.attributes[index].name) else { throw inaccessibleError }
+            guard faultState == .fulfilled || fulfilIfNeeded(property: entity.attributeNames[index]) else { throw inaccessibleError }
             return try swiftAttribute(at: index)
         }
         let slot = index - attributeCount
