@@ -147,15 +147,24 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
     /// where hashing would read every byte.
     func attributeSlot(named name: String) -> Int? {
         guard attributeNames.count <= Self.scannedSlots else { return attributeSlots[name] }
-        for slot in attributeNames.indices where attributeNames[slot] == name { return slot }
-        return nil
+        return Self.scan(attributeNames, for: name)
     }
 
     /// The slot of relationship `name` (see ``attributeSlot(named:)``).
     func relationshipSlot(named name: String) -> Int? {
         guard relationshipNames.count <= Self.scannedSlots else { return relationshipSlots[name] }
-        for slot in relationshipNames.indices where relationshipNames[slot] == name { return slot }
-        return nil
+        return Self.scan(relationshipNames, for: name)
+    }
+
+    /// The index of `name` in `names`: first by representation (the entity's own string,
+    /// or an equal small one, is found without comparing characters), then by value.
+    private static func scan(_ names: [String], for name: String) -> Int? {
+        let bits = unsafeBitCast(name, to: (UInt64, UInt64).self)
+        for index in names.indices {
+            let other = unsafeBitCast(names[index], to: (UInt64, UInt64).self)
+            if other.0 == bits.0 && other.1 == bits.1 { return index }
+        }
+        return names.firstIndex(of: name)
     }
 
     /// Up to how many slots a name lookup scans rather than hashes.

@@ -595,18 +595,22 @@ struct IndexEntryBatches {
         let database: Database
         /// The entries (value part, then the 8-byte primary key), back to back.
         var bytes: [UInt8] = []
-        /// Where each entry is in `bytes`.
-        var entries: [(start: Int32, count: Int32)] = []
+        /// Where each entry is in `bytes`, with its first 8 bytes as a big-endian number
+        /// (zero-padded), which orders most pairs without reading the bytes.
+        var entries: [(prefix: UInt64, start: Int32, count: Int32)] = []
 
         /// Calls `body` with every entry, in key order (bytewise, as LMDB compares).
         func forEachInOrder(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
             try bytes.withUnsafeBytes { buffer in
                 let base = buffer.baseAddress!
-                let order = entries.sorted { a, b in
+                func precedes(_ a: (prefix: UInt64, start: Int32, count: Int32), _ b: (prefix: UInt64, start: Int32, count: Int32)) -> Bool {
+                    if a.prefix != b.prefix { return a.prefix < b.prefix }
                     let common = Int(min(a.count, b.count))
                     let compared = memcmp(base + Int(a.start), base + Int(b.start), common)
                     return compared != 0 ? compared < 0 : a.count < b.count
                 }
+                let inOrder = entries.indices.dropFirst().allSatisfy { !precedes(entries[$0], entries[$0 - 1]) }
+                let order = inOrder ? entries : entries.sorted(by: precedes)
                 for entry in order { try body(UnsafeRawBufferPointer(start: base + Int(entry.start), count: Int(entry.count))) }
             }
         }
@@ -626,6 +630,11 @@ struct IndexEntryBatches {
         let start = batches[index].bytes.count
         batches[index].bytes.append(contentsOf: part)
         withUnsafeBytes(of: primaryKey.bigEndian) { batches[index].bytes.append(contentsOf: $0) }
-        batches[index].entries.append((Int32(start), Int32(part.count + 8)))
+        var prefix: UInt64 = 0
+        for offset in 0..<8 {
+            let byte: UInt8 = offset < part.count ? part[offset] : UInt8(truncatingIfNeeded: primaryKey >> (8 * (7 - (offset - part.count))))
+            prefix = prefix << 8 | UInt64(byte)
+        }
+        batches[index].entries.append((prefix, Int32(start), Int32(part.count + 8)))
     }
 }
