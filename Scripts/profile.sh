@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make profile: instructions per object of the import and fetch paths, counted by valgrind's
+# make profile: instructions per object of the import, fetch and save paths, counted by valgrind's
 # callgrind (repeatable on a loaded machine, unlike times). Each workload of strata-profile
 # runs at N and 2N objects; (I(2N) - I(N)) / N is the cost of one more object, with process
 # start, store opening and the other fixed costs cancelled out.
@@ -43,3 +43,17 @@ report "raw liblmdb import" "$(( $(instructions raw-import "$n" "$work/raw-impor
 report "Strata fetch, realised, all read" "$(instructions fetch "$work/strata-$n")" "$(instructions fetch "$work/strata-$((2 * n))")"
 report "Strata faults, batch 1000, walked" "$(instructions faults "$work/strata-$n")" "$(instructions faults "$work/strata-$((2 * n))")"
 report "raw liblmdb fetch, all read" "$(instructions raw-fetch "$work/raw-$n")" "$(instructions raw-fetch "$work/raw-$((2 * n))")"
+
+# The save paths change the store: each run gets a fresh copy of the imported one. The
+# save alone is the run with it less the same run without it.
+copied() {
+    local size=$1
+    rm -rf "$work/copy" && cp -r "$work/strata-$size" "$work/copy"
+    echo "$work/copy"
+}
+saving() {
+    local with=$1 without=$2 size=$3
+    echo $(( $(instructions "$with" "$(copied "$size")") - $(instructions "$without" "$(copied "$size")") ))
+}
+report "root context save of N updates" "$(saving update fetch-update "$n")" "$(saving update fetch-update "$((2 * n))")"
+report "child -> parent save (one hop)" "$(saving child-update child-fetch "$n")" "$(saving child-update child-fetch "$((2 * n))")"

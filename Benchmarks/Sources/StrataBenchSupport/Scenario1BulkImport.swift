@@ -23,8 +23,8 @@ extension BenchRun {
                 "1 · bulk import \(formatCount(Double(size))) objects, one save (sync off)",
                 [.strata: .time(strata), .raw: .time(raw), .grdb: .time(grdb)],
                 target: Target(
-                    String(format: "Strata ≤ 2.0× raw (%.2f×) and ≥ 10× faster than GRDB Codable (%.1f×)", strata / raw, grdb / strata),
-                    met: strata / raw <= 2.0 && grdb / strata >= 10),
+                    String(format: "Strata ≤ 2.0× raw (%.2f×) and ≥ 5× faster than GRDB Codable (%.1f×)", strata / raw, grdb / strata),
+                    met: strata / raw <= 2.0 && grdb / strata >= 5),
                 note: "µs/object: Strata \(perObject(strata)), raw \(perObject(raw)), GRDB \(perObject(grdb))"))
         }
     }

@@ -60,9 +60,11 @@ extension BenchRun {
         report.add(ReportRow(
             "2 · fetch all \(n), fully realised (GRDB: Codable records)",
             [.strata: .time(realised), .raw: .time(times[.rawRealised]!), .grdb: .time(times[.grdbCodable]!)]))
+        let batched = times[.strataBatched]!
         report.add(ReportRow(
             "2 · fetch all \(n) as faults, fetchBatchSize \(batch), walk all (raw, GRDB: cursors)",
-            [.strata: .time(times[.strataBatched]!), .raw: .time(times[.rawWalk]!), .grdb: .time(times[.grdbCursor]!)]))
+            [.strata: .time(batched), .raw: .time(times[.rawWalk]!), .grdb: .time(times[.grdbCursor]!)],
+            target: Target(String(format: "Strata ≤ 2× its fully realised fetch (%.2f×)", batched / realised), met: batched <= 2 * realised)))
         report.add(ReportRow(
             "2 · fetch all \(n) through fetchedResults(for:), batch \(batch) (raw, GRDB: cursors)",
             [.strata: .time(times[.strataFetchedResults]!), .raw: .time(times[.rawWalk]!), .grdb: .time(times[.grdbCursor]!)]))
@@ -90,10 +92,13 @@ extension BenchRun {
             "Peak RSS (scenario 2): each fetch ran once in a child process started through a fork; the cells are the growth of its "
                 + "`ru_maxrss` over its value before the fetch (after opening the store). `ru_maxrss` and the kernel's `VmHWM` "
                 + (disagreement.map { "differed by at most \(formatCount(Double($0))) KiB." } ?? "could not be compared."))
+        let bytesPerObject = Double(strataRealised.growthKiB) * 1024 / Double(max(1, dataset.count))
         let mib = { (outcome: MemoryProbe.Outcome) in String(format: "%.0f", Double(outcome.startKiB) / 1024) }
         report.add(ReportRow(
             "2 · peak RSS growth: fetch all \(n), fully realised (GRDB: hand-written)",
             [.strata: .memory(kib: strataRealised.growthKiB), .raw: .memory(kib: rawRealised.growthKiB), .grdb: .memory(kib: grdbRowsRealised.growthKiB)],
+            target: Target(
+                String(format: "Strata ≤ 300 B per realised object (%.0f B)", bytesPerObject), met: bytesPerObject <= 300),
             note: "GRDB Codable: \(Measure.memory(kib: grdbCodableRealised.growthKiB).text); process before the fetch: Strata \(mib(strataRealised)), raw \(mib(rawRealised)), GRDB \(mib(grdbRowsRealised)) MiB"))
         report.add(ReportRow(
             "2 · peak RSS growth: faults, fetchBatchSize \(batch), walk all (raw, GRDB: cursors)",

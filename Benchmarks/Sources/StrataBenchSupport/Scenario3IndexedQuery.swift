@@ -31,9 +31,11 @@ extension BenchRun {
         func values(_ run: QueryRun) -> [Binding: Measure] {
             Dictionary(uniqueKeysWithValues: Binding.allCases.map { ($0, Measure.time(times[QueryKey(run: run, binding: $0)]!)) })
         }
+        let strataRange = times[QueryKey(run: .range, binding: .strata)]!, grdbRange = times[QueryKey(run: .range, binding: .grdb)]!
         report.add(ReportRow(
             "3 · 1% range (\(formatCount(Double(width))) of \(formatCount(Double(n)))) on the indexed Int64, sorted: per query",
-            values(.range)))
+            values(.range),
+            target: Target(String(format: "Strata at least as fast as GRDB (%.2f×)", grdbRange / strataRange), met: strataRange <= grdbRange)))
         report.add(ReportRow("3 · the same with fetchLimit 20: per query", values(.limited)))
         let pinnedStrata = times[QueryKey(run: .pinned, binding: .strata)]!, unpinned = times[QueryKey(run: .range, binding: .strata)]!
         report.add(ReportRow(

@@ -63,9 +63,14 @@ extension BenchRun {
                 let name = index == depth ? "root → store" : (index == 0 ? "leaf → parent" : "level \(depth - index) → parent")
                 return "\(name) \(formatSeconds(seconds))"
             }.joined(separator: ", ")
+            // The first hop (the leaf into its parent) against a root save of the same changes.
+            let firstHop = perHop[0]
             report.add(ReportRow(
                 "6 · \(count) updates up a chain of depth \(depth): total of \(depth + 1) saves (raw, GRDB: as above)",
                 [.strata: .time(total), .raw: .time(times[.direct(.raw)]!), .grdb: .time(times[.direct(.grdb)]!)],
+                target: depth == 1
+                    ? Target(String(format: "a child → parent hop ≤ 0.5× a root save (%.2f×)", firstHop / direct), met: firstHop <= 0.5 * direct)
+                    : nil,
                 note: String(format: "chain / direct root save: %.2f×; hops: ", total / direct) as String + hopText))
         }
         let root = times[.rootRead]!, child = times[.childRead]!

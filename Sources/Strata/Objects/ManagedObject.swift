@@ -183,12 +183,12 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     /// Whether the object comes before `other` in ID order (entity name, then primary
-    /// key; permanent IDs before temporary ones): the order ``FetchSorting/tieBreak(_:_:)``
+    /// key; permanent IDs before temporary ones): the order ``ManagedObjectID/precedesInStoreOrder(_:)``
     /// gives their IDs, without making them when both are permanent.
     func precedesByID(_ other: ManagedObject) -> Bool {
         let temporary = ObjectBits.temporary
         guard (_bits | other._bits) & temporary == 0 else {
-            return FetchSorting.tieBreak(objectID, other.objectID)
+            return objectID.precedesInStoreOrder(other.objectID)
         }
         if _entity !== other._entity, _entity.nameNumber != other._entity.nameNumber {
             return _entity.name < other._entity.name

@@ -193,3 +193,18 @@ extension ManagedObjectID: Codable {
         try container.encode(uriRepresentation.absoluteString)
     }
 }
+
+extension ManagedObjectID {
+    /// Saved objects by entity name, then primary key (the order of a scan of the
+    /// store), then unsaved ones by their temporary identity: the order results that
+    /// tie on every sort descriptor come in.
+    func precedesInStoreOrder(_ other: ManagedObjectID) -> Bool {
+        switch (primaryKey, other.primaryKey) {
+        case (let x?, let y?):
+            entityName != other.entityName ? entityName < other.entityName : x < y
+        case (.some, nil): true
+        case (nil, .some): false
+        case (nil, nil): description < other.description
+        }
+    }
+}

@@ -142,13 +142,7 @@ enum FetchSorting {
     /// Saved objects by entity name, then primary key (the order of a scan of the
     /// store), then unsaved ones by their temporary identity.
     static func tieBreak(_ a: ManagedObjectID, _ b: ManagedObjectID) -> Bool {
-        switch (a.primaryKey, b.primaryKey) {
-        case (let x?, let y?):
-            a.entityName != b.entityName ? a.entityName < b.entityName : x < y
-        case (.some, nil): true
-        case (nil, .some): false
-        case (nil, nil): a.description < b.description
-        }
+        a.precedesInStoreOrder(b)
     }
 }
 
