@@ -441,4 +441,79 @@ struct ContextRegistrationFetchTests {
             #expect(updated == [b])
         }
     }
+
+    @Test("a root context's plain fetch takes its rows as the store reads them: the window in key order, each fault filled once and awoken once, registered objects reused as they are; several contexts at once")
+    func streamedFetchesFillTheirObjectsInPlace() async throws {
+        let directory = TemporaryDirectory()
+        let coordinator = try await ContextReference.lmdb(in: directory.url, model: AwakeCounter.model)
+        let seeder = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let ids = try await seeder.perform { context in
+            let objects = try (0..<50).map { index in
+                let object = AwakeCounter()
+                object.title = "t\(index)"
+                object.priority = Int16(index)
+                try context.insert(object)
+                return object
+            }
+            try context.save()
+            return objects.map(\.objectID)
+        }
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try await context.perform { context in
+            // Registered before the fetch, unchanged (a change would merge, not stream): one
+            // realised (its values stay as they are), one a fault (filled by the fetch).
+            let realised = try #require(try context.existingObject(with: ids[12]) as? AwakeCounter)
+            #expect(realised.awakenings == 1)
+            let fault = try #require(context.object(with: ids[13]) as? AwakeCounter)
+            #expect(fault.isFault && fault.awakenings == 0)
+            var request = FetchRequest<AwakeCounter>()
+            request.returnsObjectsAsFaults = false
+            request.fetchOffset = 10
+            request.fetchLimit = 15
+            let window = try context.fetch(request)
+            #expect(window.map(\.objectID) == Array(ids[10..<25]))
+            #expect(window.allSatisfy { !$0.isFault && $0.awakenings == 1 })
+            #expect(window.map(\.priority) == (10..<25).map(Int16.init))
+            #expect(window[2] === realised && window[3] === fault && !fault.isFault)
+            // Fetched again: the same objects, nothing filled or awoken twice.
+            var everything = request
+            everything.fetchOffset = 0
+            everything.fetchLimit = 0
+            let all = try context.fetch(everything)
+            #expect(all.count == 50)
+            #expect(Array(all[10..<25]).elementsEqual(window, by: ===))
+            #expect(all.allSatisfy { $0.awakenings == 1 })
+            #expect(all.map(\.title) == (0..<50).map { "t\($0)" })
+            let hasChanges = context.hasChanges
+            #expect(!hasChanges)
+        }
+        // Several contexts fetching at once, while another saves new rows.
+        try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<4 {
+                group.addTask {
+                    try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+                        var request = FetchRequest<AwakeCounter>()
+                        request.returnsObjectsAsFaults = false
+                        let objects = try context.fetch(request)
+                        #expect(objects.allSatisfy { !$0.isFault && $0.awakenings == 1 && $0.title == "t\($0.priority)" })
+                        return objects.count
+                    }
+                }
+            }
+            group.addTask {
+                try await seeder.perform { context in
+                    for index in 50..<60 {
+                        let object = AwakeCounter()
+                        object.title = "t\(index)"
+                        object.priority = Int16(index)
+                        try context.insert(object)
+                        try context.save()
+                    }
+                    return 0
+                }
+            }
+            for try await count in group { #expect(count == 0 || (50...60).contains(count)) }
+        }
+    }
 }
+

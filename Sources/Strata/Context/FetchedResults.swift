@@ -9,7 +9,7 @@ import Foundation
 /// of ``fetchBatchSize`` at a time: reaching an element of another batch reads that
 /// whole batch in one read transaction (and prefetches the request's
 /// ``FetchRequest/relationshipKeyPathsForPrefetching`` for it). Only the current batch
-/// is held; objects without changes are registered weakly in the context (unless
+/// is held; objects without changes are not retained by the context (unless
 /// ``ManagedObjectContext/retainsRegisteredObjects``), so earlier batches go once you
 /// let go of them, and memory stays bounded by the batch size however many objects
 /// match.

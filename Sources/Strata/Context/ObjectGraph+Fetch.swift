@@ -37,8 +37,14 @@ extension ObjectGraph {
             let (needed, overflowAgain) = rows.addingReportingOverflow(pending.count)
             storeRequest.fetchLimit = request.fetchLimit > 0 ? (overflow || overflowAgain ? Int.max : needed) : 0
         }
+        // A root context's fetch of realised objects from one store takes rows that come
+        // in their final order as they are read, decoded straight from the store's pages.
+        let streamed = StreamedFetch(graph: self)
+        let sink: FetchRowSink? = merging || deferringRows || parentContext != nil || storeRequest.resultType != .managedObject
+            ? nil : streamed
         var objects: [ManagedObject] = []
-        for rows in try upstreamFetch(storeRequest) {
+        defer { for object in streamed.filled { object.awakeFromFetch() } }
+        for rows in try upstreamFetch(storeRequest, sink: sink) {
             switch rows {
             case .rows(let batch) where deferringRows:
                 let records = FetchedRecords(batch)
@@ -86,6 +92,7 @@ extension ObjectGraph {
                 break
             }
         }
+        if !streamed.objects.isEmpty { objects = streamed.objects + objects }
         guard merging else { return objects }
         // The stores' rows, seen through this context's changes.
         let predicate = request.predicate
@@ -305,6 +312,45 @@ struct DeferredRows {
         var snapshots: [ObjectIdentifier: ObjectSnapshot] = [:]
         for (object, row) in rows { snapshots[object] = try row.snapshot() }
         return snapshots
+    }
+}
+
+/// A fetch whose rows stream in (``FetchRowSink``): it makes the object of each row
+/// (the registered one, or a new one), fills it in when it is a fault, and keeps it. The
+/// objects filled in awake from fetch after the read, outside the store's transaction.
+/// Used by one fetch, on its context's executor only.
+final class StreamedFetch: FetchRowSink {
+    private unowned let graph: ObjectGraph
+    private let inTree: Bool
+    /// The fetched objects, in order.
+    @exclusivity(unchecked) private(set) var objects: [ManagedObject] = []
+    /// The objects that were faults and were filled in from their rows.
+    @exclusivity(unchecked) private(set) var filled: [ManagedObject] = []
+    /// The store of the last row, and its number.
+    @exclusivity(unchecked) private var file: StoreFile?
+    @exclusivity(unchecked) private var storeNumber: UInt32 = 0
+
+    init(graph: ObjectGraph) {
+        self.graph = graph
+        inTree = graph.isInTree
+    }
+
+    func reserve(_ count: Int) {
+        objects.reserveCapacity(count)
+        graph.reserveRegistrations(count)
+    }
+
+    func take(_ record: UnsafeRawBufferPointer, key: PrimaryKey, of storage: EntityStorage, in store: StoreFile) throws {
+        if store !== file {
+            file = store
+            storeNumber = StoreNumbers.number(for: store.identifier)
+        }
+        let object = graph.object(forRow: key.rawValue, of: storage.entity, store: storeNumber, inTree: inTree)
+        if object.faultState == .fault {
+            try object.apply(record: record, of: storage, key: key, in: store)
+            filled.append(object)
+        }
+        objects.append(object)
     }
 }
 

@@ -68,9 +68,9 @@ extension ObjectGraph {
     /// The rows `request` matches in the parent store: the stores' rows for a root
     /// context (one list per store), the parent's own fetch result for a child (one
     /// list, merged with the parent's unsaved changes, sorted and windowed).
-    func upstreamFetch<Result>(_ request: FetchRequest<Result>) throws -> [FetchRows] {
+    func upstreamFetch<Result>(_ request: FetchRequest<Result>, sink: FetchRowSink? = nil) throws -> [FetchRows] {
         if let parent = parentContext { return try parent.fetchForChild(request) }
-        return try coordinator.fetch(request, in: readGeneration())
+        return try coordinator.fetch(request, in: readGeneration(), sink: sink)
     }
 
     /// How many lists ``upstreamFetch(_:)`` returns for the entity: a child's parent

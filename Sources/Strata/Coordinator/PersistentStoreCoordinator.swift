@@ -195,13 +195,18 @@ public actor PersistentStoreCoordinator {
     /// Runs `request` on every store that holds its entity, each in one read transaction
     /// (or in `generation`'s snapshot of the store).
     ///
+    /// With a `sink`, a store whose rows come in their final order hands them to it inside
+    /// its read transaction (see ``StoreReader/execute(_:sink:)``) and returns none.
+    ///
     /// - Returns: each store's rows, in the request's order within the store.
-    nonisolated func fetch<Result>(_ request: FetchRequest<Result>, in generation: QueryGeneration? = nil) throws -> [FetchRows] {
+    nonisolated func fetch<Result>(
+        _ request: FetchRequest<Result>, in generation: QueryGeneration? = nil, sink: FetchRowSink? = nil
+    ) throws -> [FetchRows] {
         let plan = try FetchPlanner.plan(request, in: managedObjectModel)
         return try stores(for: request.entityName, includesSubentities: request.includesSubentities).map { store in
             let snapshot = try generation?.snapshot(of: store)
             if snapshot == nil { countRead() }
-            return try store.file.read(in: snapshot) { reader in try reader.execute(plan) }
+            return try store.file.read(in: snapshot) { reader in try reader.execute(plan, sink: sink) }
         }
     }
 

@@ -1,6 +1,16 @@
 import StrataLMDB
 
 /// What a fetch produced from one store, in order and windowed by offset and limit.
+/// Takes the rows of a fetch inside its read transaction, in their final order (see
+/// ``StoreReader/execute(_:sink:)``).
+protocol FetchRowSink: AnyObject {
+    /// At most how many rows will come (before the first one).
+    func reserve(_ count: Int)
+    /// Row `key` of `storage`'s entity in `store`: its stored `record`, valid only during
+    /// the call.
+    func take(_ record: UnsafeRawBufferPointer, key: PrimaryKey, of storage: EntityStorage, in store: StoreFile) throws
+}
+
 enum FetchRows: Sendable, Hashable {
     /// The rows' stored records (a store's answer to a fetch of objects).
     case rows(RowBatch)
@@ -17,14 +27,23 @@ extension StoreReader where Transaction: ~Copyable {
     ///
     /// - Throws: ``StrataError`` for a corrupt row or index entry, a storage failure, an
     ///   unknown entity; ``FetchPredicateError`` for what the evaluator refuses.
-    func execute(_ plan: FetchPlan) throws -> FetchRows {
+    ///
+    /// With a `sink`, a fetch of rows that meets its rows in their final order (no
+    /// filter, no sort: a scan by primary key) hands each row of its window to the sink
+    /// as it reads it, without copying it, and returns no rows; any other fetch returns
+    /// its rows as without one.
+    func execute(_ plan: FetchPlan, sink: FetchRowSink? = nil) throws -> FetchRows {
         guard !plan.isEmpty else { return FetchExecution<Transaction>.empty(plan.output, store: store) }
-        var execution = FetchExecution(plan: plan, loader: RowLoader(store: store, transaction: transaction))
+        var execution = FetchExecution(plan: plan, loader: RowLoader(store: store, transaction: transaction), sink: sink)
         switch plan.path {
         case .fullScan:
             if !plan.readsRows, plan.output == .count {
                 let total = try count(of: plan.entityName, includesSubentities: plan.includesSubentities)
                 return .count(FetchExecution<Transaction>.windowed(total, offset: plan.offset, limit: plan.limit))
+            }
+            if let sink, execution.streamsToSink {
+                let total = try count(of: plan.entityName, includesSubentities: plan.includesSubentities)
+                sink.reserve(FetchExecution<Transaction>.windowed(total, offset: plan.offset, limit: plan.limit))
             }
             if !plan.readsRows {
                 try forEachKey(entity: plan.entityName, includesSubentities: plan.includesSubentities) { storage, key in
@@ -78,10 +97,13 @@ struct FetchExecution<Transaction: ReadableTransaction & ~Copyable> {
 
     /// The key paths of the sort descriptors whose values each match keeps (``Match/keys``).
     private let keyPaths: [[String]]
+    /// Where streamed rows go (see ``StoreReader/execute(_:sink:)``).
+    private let sink: FetchRowSink?
 
-    init(plan: FetchPlan, loader: RowLoader<Transaction>) {
+    init(plan: FetchPlan, loader: RowLoader<Transaction>, sink: FetchRowSink? = nil) {
         self.plan = plan
         self.loader = loader
+        self.sink = sink
         records = RowBatch(store: loader.store)
         // The index orders by the first descriptor; the rest need the rows' values.
         let keyed = plan.ordering == .index ? Array(plan.sortDescriptors.dropFirst()) : plan.sortDescriptors
@@ -129,6 +151,13 @@ struct FetchExecution<Transaction: ReadableTransaction & ~Copyable> {
         // Only a fetch of rows keeps the record (an ID fetch of many rows would hold them
         // all until it finishes otherwise).
         var row: Int?
+        if let sink, streams {
+            // Rows met in their final order go to the sink as they are read, in the window.
+            streamMatches += 1
+            let needed = self.needed ?? Int.max
+            if streamMatches > plan.offset && streamMatches <= needed { try sink.take(record, key: key, of: storage, in: loader.store) }
+            return streamMatches < needed || !plan.stopsEarly
+        }
         if plan.output == .rows {
             row = records.count
             records.append(entity: storage, key: key, record: record)
@@ -141,6 +170,9 @@ struct FetchExecution<Transaction: ReadableTransaction & ~Copyable> {
         }
         return keep(Match(entityName: storage.name, key: key.rawValue, row: row, keys: keys, indexValue: indexValue))
     }
+
+    /// Whether the rows go to the sink as they are read.
+    var streamsToSink: Bool { sink != nil && streams }
 
     /// Whether rows are kept as they are met, with no match to sort or window later: a
     /// fetch of rows with no filter, no sort and no heap, whose rows come in their final
