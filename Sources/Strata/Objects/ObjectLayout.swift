@@ -231,8 +231,8 @@ enum FieldBase: UInt8, Sendable, CaseIterable {
 /// Reads and writes the typed field of an attribute of a type Strata does not store
 /// natively (a transformable `Codable` type), through its ``AttributeStorable``
 /// conversions. A class so that a ``FieldType`` holding one is copied with a retain.
+// @unchecked Sendable because it has no stored state: subclasses only add code.
 class CustomFieldAccess: @unchecked Sendable {
-    // @unchecked Sendable because it has no stored state: subclasses only add code.
 
     /// The attribute type of the field's Swift type.
     var attributeType: AttributeType { .binaryData }
@@ -248,8 +248,8 @@ class CustomFieldAccess: @unchecked Sendable {
 }
 
 /// The ``CustomFieldAccess`` of an `Attribute<Value>` field.
+// @unchecked Sendable because it has no stored state.
 final class TypedFieldAccess<Value: AttributeStorable>: CustomFieldAccess, @unchecked Sendable {
-    // @unchecked Sendable because it has no stored state.
 
     override var attributeType: AttributeType { Value.attributeType }
 

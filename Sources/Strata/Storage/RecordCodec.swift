@@ -118,29 +118,11 @@ public enum RecordCodec {
 
     /// Decodes a record from any bytes.
     public static func decode(_ bytes: UnsafeRawBufferPointer) throws(RecordDecodingError) -> Record {
-        guard let first = bytes.first else { throw RecordDecodingError(reason: "the record is empty", offset: 0) }
-        guard first == formatVersion else {
-            throw RecordDecodingError(reason: "unknown format version \(first)", offset: 0)
-        }
-        var offset = 1
-        let version = try readVarint(bytes, at: &offset)
+        var reader = Reader(bytes)
+        let version = try reader.header()
         var fields: [UInt32: AttributeValue] = [:]
-        var previous: Int64 = -1
-        while offset < bytes.count {
-            let start = offset
-            let head = try readVarint(bytes, at: &offset)
-            guard head >> 4 <= UInt64(maximumFieldNumber) else {
-                throw RecordDecodingError(reason: "field number \(head >> 4) is out of range", offset: start)
-            }
-            let number = UInt32(head >> 4)
-            guard Int64(number) > previous else {
-                throw RecordDecodingError(reason: "field \(number) is repeated or out of order", offset: start)
-            }
-            previous = Int64(number)
-            guard let tag = Tag(rawValue: UInt8(head & 0xF)) else {
-                throw RecordDecodingError(reason: "unknown value tag \(head & 0xF)", offset: start)
-            }
-            fields[number] = try readValue(tag, bytes, at: &offset)
+        while let (number, tag) = try reader.nextField() {
+            fields[number] = try reader.value(tag)
         }
         return Record(version: version, fields: fields)
     }
