@@ -41,7 +41,7 @@ public final class PersistentContainer: Sendable {
     public let viewContext: ManagedObjectContext
 
     /// Descriptions, loaded stores and contexts waiting for their coordinator.
-    let state: Mutex<ContainerState>
+    let state: LockedValue<ContainerState>
 
     /// A container named `name` for `managedObjectModel`, with one store description:
     /// an LMDB store at `<defaultDirectoryURL()>/<name>.strata`. Nothing is opened
@@ -54,7 +54,7 @@ public final class PersistentContainer: Sendable {
         self.viewContext = viewContext
         var state = ContainerState(descriptions: [Self.defaultStoreDescription(name: name)])
         state.waiting.append(WeakContext(context: viewContext))
-        self.state = Mutex(state)
+        self.state = LockedValue(state)
     }
 
     /// A container named `name` whose model is built from typed classes, as

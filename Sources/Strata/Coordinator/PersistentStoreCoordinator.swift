@@ -20,7 +20,7 @@ public actor PersistentStoreCoordinator {
     /// The model of every store.
     public nonisolated let managedObjectModel: ManagedObjectModel
     /// The stores, for synchronous access from contexts.
-    private nonisolated let registry = Mutex<[PersistentStore]>([])
+    private nonisolated let registry = LockedValue<[PersistentStore]>([])
     /// Where writes run, one at a time.
     nonisolated let writeQueue: DispatchQueue
     /// The saves waiting for the write queue (group commit) and what was written.

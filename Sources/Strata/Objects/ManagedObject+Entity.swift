@@ -248,7 +248,7 @@ struct ClassDescription: Sendable {
 /// The per-class cache of derived entities.
 final class ClassEntityRegistry: Sendable {
     static let shared = ClassEntityRegistry()
-    private let descriptions = Mutex<[ObjectIdentifier: ClassDescription]>([:])
+    private let descriptions = LockedValue<[ObjectIdentifier: ClassDescription]>([:])
 
     /// The entity of `type`: the last one asked for on this thread, else the cache's.
     /// (`Item()` asks for it for every object: one thread-local load instead of a lock

@@ -151,7 +151,7 @@ extension AttributeValue {
 /// Compiled validation patterns, shared by every object (compiling per check is slow).
 final class PatternCache: Sendable {
     static let shared = PatternCache()
-    private let compiled = Mutex<[String: NSRegularExpression]>([:])
+    private let compiled = LockedValue<[String: NSRegularExpression]>([:])
 
     /// Whether the whole of `string` matches `pattern`; an invalid pattern (which the
     /// model refuses to build with, and a predicate's MATCHES may hold) matches nothing.

@@ -54,7 +54,9 @@ struct ObjectIdentityKey: Hashable {
 /// Small numbers for store UUIDs, so that an object keeps its store in 4 bytes: numbers
 /// start at 1 and are never reused in the process. Reading a number's UUID takes no lock.
 enum StoreNumbers {
-    private struct Table {
+    // @unchecked Sendable because `buffer` is written only with the table's lock held,
+    // each slot before its number is handed out, and never freed (see `published`).
+    private struct Table: @unchecked Sendable {
         var numbers: [UUID: UInt32] = [:]
         var count = 0
         var capacity = 0
@@ -63,7 +65,7 @@ enum StoreNumbers {
         var buffer: UnsafeMutablePointer<UUID>?
     }
 
-    private static let table = Mutex(Table())
+    private static let table = LockedValue(Table())
     /// The address of the current buffer, for lock-free reads.
     private static let published = Atomic<UInt>(0)
 
@@ -98,7 +100,7 @@ enum StoreNumbers {
 /// Small numbers for entity names, process-wide, so that identity keys hold an entity in
 /// 4 bytes whatever model (or none) its description comes from.
 enum EntityNames {
-    private static let numbers = Mutex<[String: UInt32]>([:])
+    private static let numbers = LockedValue<[String: UInt32]>([:])
 
     /// The number of `name`, made when first asked for.
     static func number(for name: String) -> UInt32 {

@@ -454,7 +454,7 @@ struct ClassFields: Sendable {
         self.relationships = relationships
     }
 
-    private static let cache = Mutex<[ObjectIdentifier: ClassFields]>([:])
+    private static let cache = LockedValue<[ObjectIdentifier: ClassFields]>([:])
 
     /// The wrapper fields of `type` (none for `ManagedObject` itself).
     static func of(_ type: ManagedObject.Type) -> ClassFields {

@@ -55,7 +55,7 @@ enum KeyPathNames {
     }
 
     private static let cacheCapacity = 4096
-    private static let cache = Mutex(Cache())
+    private static let cache = LockedValue(Cache())
 
     /// ``components(of:)``, read on a recording prototype.
     private static func recordedComponents<Root: ManagedObject>(of keyPath: PartialKeyPath<Root>) throws(FetchPredicateError) -> [String] {
