@@ -517,3 +517,42 @@ struct ContextRegistrationFetchTests {
     }
 }
 
+
+/// An entity with an indexed optional attribute (nil values are indexed too).
+final class IndexedCode: ManagedObject {
+    @Attribute(indexed: true) var code: Int64?
+}
+
+@Suite("Index entries of updated rows")
+struct IndexedUpdateTests {
+    @Test("an indexed attribute saved nil and then set (and back) moves its index entry: no stale entry, the store's integrity holds")
+    func nilToValueMovesTheIndexEntry() async throws {
+        let directory = TemporaryDirectory()
+        let coordinator = try await ContextReference.lmdb(in: directory.url, model: try ManagedObjectModel(types: [IndexedCode.self]))
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try await context.perform { context in
+            let objects = try (0..<3).map { _ in
+                let object = IndexedCode()
+                try context.insert(object)
+                return object
+            }
+            try context.save()
+            objects[0].code = 7
+            objects[1].code = 8
+            try context.save()
+            objects[1].code = nil
+            try context.save()
+        }
+        let report = try await coordinator.checkIntegrity()
+        #expect(report.problems.isEmpty, "\(report.problems)")
+        #expect(report.indexEntries == 3)
+        let counts = try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+            var unset = FetchRequest<IndexedCode>()
+            unset.predicate = \IndexedCode.code == nil
+            var seven = FetchRequest<IndexedCode>()
+            seven.predicate = \IndexedCode.code == 7
+            return (try context.count(for: unset), try context.count(for: seven))
+        }
+        #expect(counts.0 == 2 && counts.1 == 1)
+    }
+}

@@ -431,8 +431,9 @@ struct StoreWriter: ~Copyable {
         guard let rows = storage.rows else { return }
         let txn = reader.transaction
         let indexed = storage.indexedSlots
-        // The stored value part of each indexed attribute (nil: no entry), in `indexed` order.
-        var oldParts = [[UInt8]?](repeating: nil, count: indexed.count)
+        // The stored value part of each indexed attribute, in `indexed` order: an attribute
+        // the record does not hold is nil, which is indexed too.
+        var oldParts = indexed.map { slot in storage.attributes[slot].indexKind.flatMap { IndexLayout.valuePart(nil, kind: $0) } }
         var hasUnknownFields = false
         var exists = false
         try txn.pointee.withValue(forKey: key.encoded, in: rows) { stored throws in
