@@ -93,6 +93,20 @@ public struct ChildProcess: Sendable {
         return (wait(), true)
     }
 
+    /// Waits up to `seconds` for the child to end, as ``wait(atMost:)`` does, but
+    /// suspends between polls instead of blocking its thread: a test that waits for
+    /// children this way leaves the cooperative pool (two threads on two cores) to the
+    /// tests running beside it.
+    public func ended(atMost seconds: Double) async -> (Termination, killed: Bool) {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if let ended = poll() { return (ended, false) }
+            try? await Task.sleep(nanoseconds: 2_000_000)
+        }
+        kill()
+        return (wait(), true)
+    }
+
     /// The child's standard output so far.
     public var output: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
     /// The child's standard error so far.

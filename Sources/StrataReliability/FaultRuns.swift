@@ -186,7 +186,7 @@ public struct FaultRuns: Sendable {
         let began = Date()
         let baseline: URL
         do {
-            baseline = try prepareBaseline()
+            baseline = try await prepareBaseline()
         } catch {
             report.problems.append("\(error)")
             return report
@@ -232,7 +232,7 @@ public struct FaultRuns: Sendable {
     /// Makes the baseline store in ``directory`` (``baselineSaves`` saves, no shim) and
     /// checks that the shim exists. Each run starts from a copy of it, so that the Nth
     /// operation is the same one whatever ran before.
-    public func prepareBaseline() throws -> URL {
+    public func prepareBaseline() async throws -> URL {
         let files = FileManager.default
         guard files.fileExists(atPath: shim) else {
             throw ChildProcess.SpawnError(description: "no fault shim at \(shim): run `make faults`")
@@ -244,7 +244,7 @@ public struct FaultRuns: Sendable {
         let child = try ChildProcess.spawn(
             tool, ["worker", "--store", store.path, "--seed", String(seed), "--saves", String(baselineSaves), "--writers", String(writers)],
             environment: ["STRATA_CRASH_POINT": ""], outputPath: output, errorPath: output + ".err")
-        let (termination, _) = child.wait(atMost: timeout)
+        let (termination, _) = await child.ended(atMost: timeout)
         guard termination == .exited(0), child.output.contains("ack 0 \(baselineSaves - 1)") else {
             throw ChildProcess.SpawnError(description: "the baseline worker ended with \(termination): \(child.output) \(child.errorOutput)")
         }
@@ -331,7 +331,7 @@ public struct FaultRuns: Sendable {
             run.problems.append("\(error)")
             return run
         }
-        let (termination, killed) = child.wait(atMost: timeout)
+        let (termination, killed) = await child.ended(atMost: timeout)
         run.termination = termination
         let shimLines = ((try? String(contentsOfFile: reportPath, encoding: .utf8)) ?? "").split(separator: "\n")
         run.operations = shimLines.compactMap { line -> ShimOperation? in

@@ -119,11 +119,11 @@ public struct KillCycles: Sendable {
             let termination: ChildProcess.Termination
             switch mode {
             case .kill:
-                usleep(UInt32(random.next() % UInt64(maximumDelay + 1)) * 1_000)
+                try? await Task.sleep(nanoseconds: (random.next() % UInt64(maximumDelay + 1)) * 1_000_000)
                 child.kill()
                 termination = child.wait()
             case .crashPoints:
-                let (ended, killed) = child.wait(atMost: 60)
+                let (ended, killed) = await child.ended(atMost: 60)
                 termination = ended
                 if killed { report.problems.append("cycle \(cycle): the crash point \(environment["STRATA_CRASH_POINT"] ?? "") was not reached in 60 s") }
             }

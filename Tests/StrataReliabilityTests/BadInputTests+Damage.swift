@@ -43,11 +43,11 @@ extension BadInputTests {
     }
 
     /// Runs `open-probe` on `store` in a child process.
-    static func probe(_ store: String, _ flags: [String] = [], scratch: borrowing TemporaryDirectory) throws -> ProbeOutcome {
+    static func probe(_ store: String, _ flags: [String] = [], scratch: borrowing TemporaryDirectory) async throws -> ProbeOutcome {
         let child = try ChildProcess.spawn(
             reliabilityToolPath(), ["open-probe", "--store", store] + flags,
             outputPath: scratch.appending("probe.out"), errorPath: scratch.appending("probe.err"))
-        let (termination, killed) = child.wait(atMost: 120)
+        let (termination, killed) = await child.ended(atMost: 120)
         let line = child.output.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !killed, termination == .exited(0) else {
             return .crashed("\(killed ? "hung, killed" : "\(termination)"): \(line) \(child.errorOutput.prefix(600))")
@@ -101,7 +101,7 @@ extension BadInputTests {
         let (template, page) = try await Self.ledgerTemplate(in: directory)
         let size = try FileManager.default.attributesOfItem(atPath: template + "/data.mdb")[.size] as! Int
         try #require(size > 100 * page)
-        let healthy = try Self.probe(template, scratch: directory)
+        let healthy = try await Self.probe(template, scratch: directory)
         guard case .ok(let objects) = healthy, objects > 2500 else {
             Issue.record("the template does not probe ok: \(healthy)")
             return
@@ -115,7 +115,7 @@ extension BadInputTests {
         var outcomes: [String] = []
         for (length, mustBeCorrupt) in cuts {
             let store = try Self.damagedCopy(of: template, named: "cut-\(length)", in: directory) { $0 = $0.prefix(length) }
-            let outcome = try Self.probe(store, scratch: directory)
+            let outcome = try await Self.probe(store, scratch: directory)
             outcomes.append("\(length): \(outcome)")
             #expect(!outcome.isCrash, "cut to \(length) bytes: \(outcome)")
             if mustBeCorrupt {
@@ -131,7 +131,7 @@ extension BadInputTests {
         // An empty data.mdb is a store that was never written (a crash between creating the
         // file and writing its meta pages): it opens as a new, empty store.
         let empty = try Self.damagedCopy(of: template, named: "empty", in: directory) { $0 = Data() }
-        let outcome = try Self.probe(empty, scratch: directory)
+        let outcome = try await Self.probe(empty, scratch: directory)
         guard case .ok(0) = outcome else {
             Issue.record("an empty data.mdb: \(outcome), not a new store")
             return
@@ -188,7 +188,7 @@ extension BadInputTests {
         for (name, damage, expected) in cases + pageSizes + fields {
             let store = try Self.damagedCopy(of: template, named: name.filter(\.isLetter), in: directory, damage)
             for flags in [[], ["--verify-pages"], ["--write"]] {
-                let outcome = try Self.probe(store, flags, scratch: directory)
+                let outcome = try await Self.probe(store, flags, scratch: directory)
                 outcomes.append("\(name) \(flags): \(outcome)")
                 #expect(!outcome.isCrash, "\(name) \(flags): \(outcome)")
                 if expected == "ok" {
@@ -230,7 +230,7 @@ extension BadInputTests {
                 }
             }
             for mode in ["default", "--verify-pages", "--write"] {
-                let outcome = try Self.probe(store, mode == "default" ? [] : [mode], scratch: directory)
+                let outcome = try await Self.probe(store, mode == "default" ? [] : [mode], scratch: directory)
                 tallies[mode, default: [:]][outcome.kind, default: 0] += 1
                 if outcome.isCrash { crashes[mode, default: []].append("seed \(seed): \(outcome)") }
             }

@@ -17,7 +17,7 @@ struct FuzzCorpusReplayTests {
         ("KeyDecoderFuzzer", "key-decoder"),
         ("PredicateParserFuzzer", "predicate-parser"),
     ])
-    func replay(target: String, corpus: String) throws {
+    func replay(target: String, corpus: String) async throws {
         // The fuzz targets are built next to the test bundle (swift build --build-tests builds every product).
         let executable = URL(fileURLWithPath: reliabilityToolPath()).deletingLastPathComponent().appendingPathComponent(target).path
         try #require(FileManager.default.isExecutableFile(atPath: executable), "\(executable) is not built")
@@ -28,7 +28,7 @@ struct FuzzCorpusReplayTests {
         let child = try ChildProcess.spawn(
             executable, files.map { directory.appendingPathComponent($0).path },
             outputPath: scratch.appending("out"), errorPath: scratch.appending("err"))
-        let (termination, killed) = child.wait(atMost: 120)
+        let (termination, killed) = await child.ended(atMost: 120)
         #expect(!killed && termination == .exited(0), "\(target) on \(files.count) files: \(termination)\n\(child.errorOutput.suffix(2000))")
     }
 }

@@ -87,7 +87,7 @@ struct IOFaultTests {
     func terminalAtTheFailedCommit() async throws {
         let directory = TemporaryDirectory()
         guard let runs = Self.runs(in: directory) else { return }
-        let baseline = try runs.prepareBaseline()
+        let baseline = try await runs.prepareBaseline()
         let n = try await Self.firstMetaPageWrite(runs, baseline: baseline)
         let run = await runs.run(.init(operation: .pwrite, errno: .eio, mode: .once), n: n, baseline: baseline)
         #expect(run.problems.isEmpty, "\(run.problems)")
@@ -105,7 +105,7 @@ struct IOFaultTests {
     func terminalRefusesEverything() async throws {
         let directory = TemporaryDirectory()
         guard let runs = Self.runs(in: directory) else { return }
-        let baseline = try runs.prepareBaseline()
+        let baseline = try await runs.prepareBaseline()
         let n = try await Self.firstMetaPageWrite(runs, baseline: baseline)
         let run = await runs.run(.init(operation: .pwrite, errno: .enospc, mode: .once), n: n, baseline: baseline)
         #expect(run.problems.isEmpty, "\(run.problems)")
@@ -123,7 +123,7 @@ struct IOFaultTests {
     func terminalAgainAndAgain() async throws {
         let directory = TemporaryDirectory()
         guard let runs = Self.runs(in: directory) else { return }
-        let baseline = try runs.prepareBaseline()
+        let baseline = try await runs.prepareBaseline()
         let n = try await Self.firstMetaPageWrite(runs, baseline: baseline)
         let run = await runs.run(.init(operation: .pwrite, errno: .eio, mode: .forever), n: n, baseline: baseline)
         #expect(run.problems.isEmpty, "\(run.problems)")

@@ -10,7 +10,7 @@ import Testing
 @Suite("Reader table")
 struct ReaderTableTests {
     /// Starts `strata-reliability pin` on `store` and waits until it holds its slots.
-    static func holder(on store: URL, in directory: borrowing TemporaryDirectory, round: Int) throws -> (ChildProcess, [Substring]) {
+    static func holder(on store: URL, in directory: borrowing TemporaryDirectory, round: Int) async throws -> (ChildProcess, [Substring]) {
         let child = try ChildProcess.spawn(
             reliabilityToolPath(), ["pin", "--store", store.path, "--max-readers", "8"],
             outputPath: directory.appending("pin-\(round).out"), errorPath: directory.appending("pin-\(round).err"))
@@ -20,7 +20,7 @@ struct ReaderTableTests {
                 Issue.record("the pinning child ended early (\(ended)): \(child.errorOutput)")
                 break
             }
-            usleep(10_000)
+            try? await Task.sleep(nanoseconds: 10_000_000)
         }
         return (child, child.output.split(separator: "\n"))
     }
@@ -47,7 +47,7 @@ struct ReaderTableTests {
         try await coordinator.addPersistentStore(type: .lmdb, at: store, options: options)
         let reader = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         for round in 0..<3 {
-            let (child, lines) = try Self.holder(on: store, in: directory, round: round)
+            let (child, lines) = try await Self.holder(on: store, in: directory, round: round)
             #expect(lines.first == "slots 8", "\(lines)")
             #expect(lines.filter { $0.hasPrefix("pinned ") }.count == 8, "round \(round): \(lines)")
             let refusal = lines.first { $0.hasPrefix("error ") } ?? ""

@@ -186,6 +186,19 @@ func runsOnThread(seconds: Double = 60, _ body: @escaping @Sendable () -> Void) 
     await TestRun(body).joined(seconds: seconds)
 }
 
+/// Runs `body` on the main queue, sent with `DispatchQueue.main.async`; whether it
+/// finished within `seconds` (the watchdog). Unlike a main-actor task started with
+/// ``finishes(seconds:_:)``, it needs no pooled thread to start, so tests that block the
+/// cooperative pool (two threads on two cores) cannot delay it.
+func runsOnMainQueue(seconds: Double = 60, _ body: @escaping @MainActor @Sendable () -> Void) async -> Bool {
+    let done = TestSignal()
+    DispatchQueue.main.async {
+        MainActor.assumeIsolated { body() }
+        done.signal()
+    }
+    return await signalled(done, seconds: seconds)
+}
+
 /// Runs `operation` in a task; whether it finished within `seconds` (the watchdog).
 func finishes(seconds: Double = 60, _ operation: @escaping @Sendable () async -> Void) async -> Bool {
     let done = TestSignal()

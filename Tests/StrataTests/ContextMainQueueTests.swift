@@ -122,7 +122,7 @@ struct ContextMainQueueTests {
         // lists it.
         let main = Probe.mainQueue()
         let a = Probe.privateQueue("a")
-        let finished = await finishes(seconds: 30) { @MainActor in
+        let finished = await runsOnMainQueue(seconds: 30) {
             main.performAndWait { main in
                 main.count += 1
                 a.performAndWait { a in

@@ -168,7 +168,7 @@ struct ContextWaitCycleTests {
                 scenario.upward(into: parent, onMainQueue: true)
             }
         }
-        let parentSide = await finishes(seconds: 30) { @MainActor in
+        let parentSide = await runsOnMainQueue(seconds: 30) {
             childEntered.wait()
             parent.performAndWait { _ in
                 scenario.parentUse.segment()
