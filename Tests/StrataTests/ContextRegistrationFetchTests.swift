@@ -481,7 +481,8 @@ struct ContextRegistrationFetchTests {
             everything.fetchLimit = 0
             let all = try context.fetch(everything)
             #expect(all.count == 50)
-            #expect(Array(all[10..<25]).elementsEqual(window, by: ===))
+            let sameObjects = Array(all[10..<25]).elementsEqual(window, by: ===)
+            #expect(sameObjects)
             #expect(all.allSatisfy { $0.awakenings == 1 })
             #expect(all.map(\.title) == (0..<50).map { "t\($0)" })
             let hasChanges = context.hasChanges

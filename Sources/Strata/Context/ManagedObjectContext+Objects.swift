@@ -141,9 +141,20 @@ extension ManagedObjectContext {
     /// (see ``setQueryGenerationFrom(_:)``).
     public func save() throws {
         try processPendingChanges()
-        let saved = try graph.save(
-            announce: { post(.willSave, ObjectChangeSets()) },
-            processChanges: { postObjectsDidChange() })
+        guard try graph.beginSave() else { return }
+        post(.willSave, ObjectChangeSets())
+        let round = try graph.runWillSave()
+        postObjectsDidChange()   // what the objects' willSave() changed
+        let batch = try graph.validatedSave(after: round)
+        let saved: ObjectChangeSets
+        if let parent {
+            // One store up: the parent takes the changes as values, in its isolation.
+            let changes = graph.childSave(of: batch)
+            if !changes.isEmpty { try parent.acceptChildSave(changes, from: self) }
+            saved = graph.didSaveIntoParent(batch)
+        } else {
+            saved = try graph.writeToStores(batch)
+        }
         guard !saved.isEmpty else { return }
         post(.didSave, saved)
         didSaveToParentStore(saved)

@@ -142,7 +142,6 @@ public actor ManagedObjectContext: BlockPerformingActor {
         }
         contextLock = ContextLock(executor: contextExecutor)
         graph = ObjectGraph(lineage: self.lineage, family: ownFamily, children: children)
-        graph.context = self
     }
 
     /// Gives a context made with ``init(_:name:)`` its coordinator. Safe from any thread, as

@@ -2,78 +2,102 @@ import Foundation
 import StrataLMDB
 
 extension ObjectGraph {
-    /// Saves every pending change to the stores, all or nothing.
+    // A save runs in stages, which the context drives and posts its notifications
+    // between (``ManagedObjectContext/save()``); the graph calls nobody back:
+    //
+    //   beginSave()          edits that failed, delete rules, new destinations: any work?
+    //   runWillSave()        each object's willSave(), which may change more
+    //   validatedSave(_:)    the objects to write, validated (every failure at once)
+    //   writeToStores(_:)    a root context: one write job, then the objects commit
+    //   childSave(of:)       a child: its changes as values for the parent, which the
+    //   didSaveIntoParent(_:)  context hands up; then the objects commit here
+    //
+    // Nothing changes in the stores or the parent before the last stage succeeds, and a
+    // failure leaves the context with its changes.
+
+    /// The first stage of a save: an edit that failed since the last save fails this
+    /// one; delete rules run; new objects reached from changed ones come in.
     ///
-    /// In order: delete rules run; new objects reached from changed ones come in;
-    /// ``ManagedObject/willSave()`` is called on each object to save; every object is
-    /// validated (`validateForInsert`, `validateForUpdate`, `validateForDelete`) and
-    /// every failure is thrown together; the changes are written in one write job
-    /// (permanent IDs assigned, row versions checked and bumped); then objects take their
-    /// permanent IDs and committed values, deleted objects leave, and
-    /// ``ManagedObject/didSave()`` is called on each.
-    ///
-    /// - Throws: the storage error of an edit that could not happen (a setter whose reads
-    ///   failed); ``StrataError/validation(_:)`` with every failure;
-    ///   ``StrataError/mergeConflicts(_:)`` when rows changed underneath;
-    ///   ``StrataError/noStore(entity:)``, ``StrataError/invalidObjectState(_:reason:)``
-    ///   for a relationship between stores; storage errors. Nothing is written then, and
-    ///   the context keeps its changes.
-    ///
-    /// - Parameters:
-    ///   - announce: called once the save is known to have work, before any
-    ///     ``ManagedObject/willSave()`` (the WillSave notification).
-    ///   - processChanges: called after the objects' `willSave()`, which may change
-    ///     more (an ObjectsDidChange notification for those changes).
-    /// - Returns: the objects saved, with their permanent IDs; empty when there was
-    ///   nothing to save.
-    @discardableResult
-    func save(announce: () -> Void = {}, processChanges: () -> Void = {}) throws -> ObjectChangeSets {
+    /// - Returns: whether there is anything to save.
+    /// - Throws: the storage error of an edit that could not happen (a setter whose
+    ///   reads failed); errors of the delete rules.
+    func beginSave() throws -> Bool {
         try throwIfEditsFailed()
         try propagateDeletes()
         try adoptNewDestinations()
-        guard hasChanges else { return ObjectChangeSets() }
-        announce()
-        let inserted = self.inserted, updated = self.updated, deleted = self.deleted.filter { !vanished.contains(ObjectIdentifier($0)) }
-        let changedBefore = changedCount
-        for object in inserted + updated + deleted { object.willSave() }
-        // willSave may change or insert more.
+        return hasChanges
+    }
+
+    /// The second stage: ``ManagedObject/willSave()`` on every object to save; what
+    /// those calls change or insert joins the save (delete rules and new destinations
+    /// run again).
+    func runWillSave() throws -> WillSaveRound {
+        let round = WillSaveRound(updated: updated, changedCount: changedCount)
+        let deleted = self.deleted.filter { !vanished.contains(ObjectIdentifier($0)) }
+        for object in inserted + round.updated + deleted { object.willSave() }
         try propagateDeletes()
         try adoptNewDestinations()
-        processChanges()
+        return round
+    }
+
+    /// The third stage: the objects the save writes, each validated
+    /// (`validateForInsert`, `validateForUpdate`, `validateForDelete`).
+    ///
+    /// - Throws: ``StrataError/validation(_:)`` with every failure of every object.
+    func validatedSave(after round: WillSaveRound) throws -> SaveBatch {
         // Changed objects only join the changed set during a save: the same count is the
         // same set (whose members may have been deleted since).
-        let toInsert = self.inserted, toUpdate = changedCount == changedBefore ? updated.filter(\.isUpdated) : self.updated
-        // Objects whose rows were gone when their faults fired are discarded, unwritten.
-        let toDiscard = self.deleted.filter { vanished.contains(ObjectIdentifier($0)) }
-        let toDelete = self.deleted.filter { !vanished.contains(ObjectIdentifier($0)) }
-
+        let batch = SaveBatch(
+            inserted: inserted,
+            updated: changedCount == round.changedCount ? round.updated.filter(\.isUpdated) : updated,
+            // Objects whose rows were gone when their faults fired are discarded, unwritten.
+            deleted: deleted.filter { !vanished.contains(ObjectIdentifier($0)) },
+            discarded: deleted.filter { vanished.contains(ObjectIdentifier($0)) })
         var failures: [ValidationFailure] = []
         func collect(_ check: () throws -> Void) throws {
             do { try check() } catch StrataError.validation(let found) { failures += found }
         }
-        for object in toInsert { try collect(object.validateForInsert) }
-        for object in toUpdate { try collect(object.validateForUpdate) }
-        for object in toDelete { try collect(object.validateForDelete) }
+        for object in batch.inserted { try collect(object.validateForInsert) }
+        for object in batch.updated { try collect(object.validateForUpdate) }
+        for object in batch.deleted { try collect(object.validateForDelete) }
         guard failures.isEmpty else { throw StrataError.validation(failures) }
+        return batch
+    }
 
-        if let parent = parentContext {
-            try saveIntoParent(parent, inserting: toInsert, updating: toUpdate, deleting: toDelete)
-            for object in toInsert + toUpdate { object.didCommit(permanentID: nil, version: object.rowVersion) }
-            for object in toDelete + toDiscard { forget(object) }
-            clearChanges()
-            for object in toInsert + toUpdate + toDelete { object.didSave() }
-            return ObjectChangeSets(inserted: toInsert, updated: toUpdate, deleted: toDelete)
-        }
+    /// The last stage of a child context's save, after its parent took
+    /// ``childSave(of:)``: the objects' values become their committed values here,
+    /// deleted objects leave, and each gets ``ManagedObject/didSave()``.
+    ///
+    /// - Returns: the objects saved (temporary IDs stay: the root's save assigns
+    ///   permanent ones).
+    func didSaveIntoParent(_ batch: SaveBatch) -> ObjectChangeSets {
+        for object in batch.inserted + batch.updated { object.didCommit(permanentID: nil, version: object.rowVersion) }
+        for object in batch.deleted + batch.discarded { forget(object) }
+        clearChanges()
+        for object in batch.inserted + batch.updated + batch.deleted { object.didSave() }
+        return ObjectChangeSets(inserted: batch.inserted, updated: batch.updated, deleted: batch.deleted)
+    }
 
+    /// The last stage of a root context's save: `batch` written in one write job
+    /// (permanent IDs assigned, row versions checked and bumped); then objects take
+    /// their permanent IDs and committed values, deleted objects leave, and each gets
+    /// ``ManagedObject/didSave()``.
+    ///
+    /// - Returns: the objects saved, with their permanent IDs, and the query generation
+    ///   the commit made.
+    /// - Throws: ``StrataError/mergeConflicts(_:)`` when rows changed underneath;
+    ///   ``StrataError/noStore(entity:)``, ``StrataError/invalidObjectState(_:reason:)``
+    ///   for a relationship between stores; storage errors. Nothing is written then.
+    func writeToStores(_ batch: SaveBatch) throws -> ObjectChangeSets {
         var plan = SavePlan()
-        for object in toInsert {
+        for object in batch.inserted {
             let store = try store(forNew: object, plan: &plan)
             try plan.add(object, to: store, key: object.hasTemporaryID ? 0 : object.rowKey, baseVersion: 0)
         }
-        for object in toUpdate {
+        for object in batch.updated {
             try plan.add(object, to: try plan.store(of: object, coordinator: coordinator), key: object.rowKey, baseVersion: object.rowVersion)
         }
-        for object in toDelete {
+        for object in batch.deleted {
             let store = try plan.store(of: object, coordinator: coordinator)
             plan.saves[plan.index(of: store)].deleted.append(StoreChanges.Deletion(objectID: object.objectID, expectedVersion: object.rowVersion))
         }
@@ -83,7 +107,17 @@ extension ObjectGraph {
         }
         try checkStores(plan.related, plan.storeOfRelated)
 
-        let outcome = try saveToStores(plan.saves)
+        let outcome: SaveOutcome
+        if case .pinned = generationPin {
+            // The coordinator may let the lease go and take it back (map full): it must
+            // hold the only reference meanwhile.
+            var pin = generationPin
+            generationPin = .newest
+            defer { generationPin = pin }
+            outcome = try coordinator.save(plan.saves, pin: &pin)
+        } else {
+            outcome = try coordinator.save(plan.saves, pinning: generationPin.isPinned)
+        }
         advanceGeneration(afterSavingTo: outcome.generation)
 
         var madePermanent: [ManagedObjectID: ManagedObjectID] = [:]
@@ -106,12 +140,12 @@ extension ObjectGraph {
         }
         // Descendants may have these objects under their temporary IDs.
         if recordsIDs && !madePermanent.isEmpty { family.record(madePermanent) }
-        for object in toDelete + toDiscard {
+        for object in batch.deleted + batch.discarded {
             forget(object)
         }
         clearChanges()
-        for object in toInsert + toUpdate + toDelete { object.didSave() }
-        var saved = ObjectChangeSets(inserted: toInsert, updated: toUpdate, deleted: toDelete)
+        for object in batch.inserted + batch.updated + batch.deleted { object.didSave() }
+        var saved = ObjectChangeSets(inserted: batch.inserted, updated: batch.updated, deleted: batch.deleted)
         saved.queryGeneration = outcome.token
         return saved
     }
@@ -125,56 +159,24 @@ extension ObjectGraph {
         return store
     }
 
-    /// Writes `saves` through the coordinator. A pinned context asks for the state its
-    /// save makes. When the map must grow and cannot because snapshots are open, and
-    /// this context's own generation may be one of them, the context lets it go and
-    /// tries once more (its generation advances at a save anyway); if that fails too, it
-    /// takes its generation back when it can, else it reads the newest state next.
-    private func saveToStores(_ saves: [StoreSave]) throws -> SaveOutcome {
-        let coordinator = try coordinator
-        let pinning = parentContext == nil && generationPin.isPinned
-        do {
-            return try coordinator.save(saves, pinning: pinning)
-        } catch let error as StrataError {
-            guard case .storage(let storageError) = error, storageError == .mapFull, let token = pinnedToken else { throw error }
-            generationPin = .newest   // the lease goes: its snapshot closes unless shared
-            do {
-                return try coordinator.save(saves, pinning: true)
-            } catch {
-                if let generation = try? coordinator.generation(for: token) { generationPin = .pinned(GenerationLease(generation)) }
-                throw error
-            }
-        }
-    }
-
-    /// The token of the generation the context holds, if it holds one (read without
-    /// keeping a reference to its lease).
-    private var pinnedToken: QueryGenerationToken? {
-        if case .pinned(let lease) = generationPin { return lease.generation.token }
-        return nil
-    }
-
-    /// A child's save: its changes, as values, applied to the parent's objects in the
-    /// parent's isolation (where they become the parent's unsaved changes). Nothing
-    /// reaches a store.
-    private func saveIntoParent(
-        _ parent: ManagedObjectContext, inserting toInsert: [ManagedObject], updating toUpdate: [ManagedObject],
-        deleting toDelete: [ManagedObject]
-    ) throws {
+    /// A child context's save as values for its parent (which takes it in
+    /// ``acceptChildSave(_:)``): inserted objects whole, changed ones property by
+    /// property with the values they were based on, deleted and checked ones with the
+    /// state the child read them in.
+    func childSave(of batch: SaveBatch) -> ChildSave {
         var save = ChildSave()
-        for object in toInsert {
+        for object in batch.inserted {
             save.inserted.append(object.makeSnapshot())
             if let store = assignedStore(of: object) { save.stores[object.objectID] = store }
         }
-        save.updated = toUpdate.map(ObjectChange.init(of:))
-        save.deleted = toDelete.map(\.objectID)
+        save.updated = batch.updated.map(ObjectChange.init(of:))
+        save.deleted = batch.deleted.map(\.objectID)
         let checked = conflictChecks.values.filter { $0.owner === self && !$0.hasChanges && !$0.isInserted }
         save.checked = checked.map(\.objectID)
-        for object in toDelete + checked {
+        for object in batch.deleted + checked {
             if let base = object.makeCommittedSnapshot() { save.bases[object.objectID] = base }
         }
-        guard !save.isEmpty, let child = context else { return }
-        try parent.acceptChildSave(save, from: child)
+        return save
     }
 
     /// Objects reached through relationships of inserted or changed objects that are in
@@ -232,6 +234,23 @@ extension ObjectGraph {
         object.owner = nil
         object.faultState = .inaccessible
     }
+}
+
+/// What ``ObjectGraph/runWillSave()`` found before the objects' `willSave()` ran.
+struct WillSaveRound {
+    /// The changed objects then.
+    let updated: [ManagedObject]
+    /// How many objects had joined the changed set then.
+    let changedCount: Int
+}
+
+/// The objects one save writes, validated (``ObjectGraph/validatedSave(after:)``).
+struct SaveBatch {
+    var inserted: [ManagedObject]
+    var updated: [ManagedObject]
+    var deleted: [ManagedObject]
+    /// Deleted objects whose rows were already gone: they leave, unwritten.
+    var discarded: [ManagedObject]
 }
 
 /// A root save being prepared: per store, the encoded rows and the objects they come

@@ -22,8 +22,6 @@ final class ObjectGraph: ObjectOwner {
     @exclusivity(unchecked) private var adoptedGeneration = 0
     /// The context's children (held weakly).
     let children: WeakContexts
-    /// The context that owns this graph (unowned in spirit: the context holds the graph).
-    weak var context: ManagedObjectContext?
 
     /// The lineage, once the context has a coordinator or a parent.
     private var lineage: ContextLineage {

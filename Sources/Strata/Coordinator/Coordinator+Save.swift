@@ -103,6 +103,34 @@ extension PersistentStoreCoordinator {
         return try result.get()
     }
 
+    /// Writes `saves` for a context pinned to a query generation (see
+    /// ``save(_:pinning:)``; `pin` is the context's). When the map must grow and cannot
+    /// because snapshots are open, and the saver's own generation may be one of them,
+    /// the saver lets it go and the save is tried once more (the saver's generation
+    /// advances at a save anyway); if that fails too, the saver takes its generation
+    /// back when it can still be had, else it reads the newest state next. The retry
+    /// lives here, with the write path, and not in the context: only the map-full error
+    /// of this store tells it apart.
+    ///
+    /// `pin` must be the only reference to the saver's lease, so that letting it go
+    /// closes the snapshot (unless another context shares the generation).
+    nonisolated func save(_ saves: [StoreSave], pin: inout GenerationPin) throws -> SaveOutcome {
+        do {
+            return try save(saves, pinning: pin.isPinned)
+        } catch let error as StrataError {
+            // Read without keeping a reference to the lease past this line.
+            let token: QueryGenerationToken? = if case .pinned(let lease) = pin { lease.generation.token } else { nil }
+            guard case .storage(let failure) = error, failure == .mapFull, let token else { throw error }
+            pin = .newest   // the lease goes: its snapshot closes unless shared
+            do {
+                return try save(saves, pinning: true)
+            } catch {
+                if let generation = try? self.generation(for: token) { pin = .pinned(GenerationLease(generation)) }
+                throw error
+            }
+        }
+    }
+
     /// Writes every waiting save (`request` among them) as one group on the write
     /// queue, wakes their savers, and hands the lead on.
     private nonisolated func lead(_ request: PendingSave) {
