@@ -79,13 +79,16 @@ struct ObjectChange: Sendable {
         baseVersion = saved ? object.rowVersion : nil
         if saved {
             if let committed = object.committedCopy {
-                for (slot, base) in committed.attributes.sorted(by: { $0.slot < $1.slot })
-                where !entity.attributes[slot].isTransient {
+                attributes.reserveCapacity(committed.attributeCount)
+                committed.forEachAttributeInSlotOrder { slot, base in
+                    guard !entity.attributes[slot].isTransient else { return }
                     let value = object.attributeValue(at: slot)
                     if value != base { attributes.append(Attribute(slot: slot, value: value, base: base)) }
                 }
-                for (slot, _) in committed.relationships.sorted(by: { $0.slot < $1.slot }) {
-                    addRelationship(slot, of: object)
+                if !committed.relationships.isEmpty {
+                    for (slot, _) in committed.relationships.sorted(by: { $0.slot < $1.slot }) {
+                        addRelationship(slot, of: object)
+                    }
                 }
             }
         } else {

@@ -141,8 +141,8 @@ extension ObjectGraph {
                 try object.throwIfStorageFailed()  // the store could not be read: no conflict is known
                 conflicts.append(MergeConflict(objectID: id, oldVersion: object.rowVersion, newVersion: nil))
             } else if index < updatedCount {
-                let change = save.updated[index]
-                if let version = change.baseVersion, try !holds(change, of: object) {
+                // The change is read in place (no copy of its lists).
+                if let version = save.updated[index].baseVersion, try !holds(save.updated[index], of: object) {
                     conflicts.append(MergeConflict(objectID: id, oldVersion: version, newVersion: object.rowVersion))
                 }
             } else if let base = save.bases[id], try !holds(base, of: object) {
@@ -152,8 +152,9 @@ extension ObjectGraph {
         guard conflicts.isEmpty else { throw StrataError.mergeConflicts(conflicts) }
         // The to-many relationships the child changed are read now, so that a store that
         // cannot be read fails the save before anything changes (not drop the changes).
-        for (change, object) in zip(save.updated, targets) {
-            for members in change.members where members.slot < object.entity.relationships.count {
+        for index in save.updated.indices where !save.updated[index].members.isEmpty {
+            let object = targets[index]
+            for members in save.updated[index].members where members.slot < object.entity.relationships.count {
                 if !object.loadRelationshipIfNeeded(members.slot) { try object.throwIfStorageFailed() }
             }
         }
@@ -198,9 +199,10 @@ extension ObjectGraph {
             }
             object.isModified = true
         }
-        for (change, object) in zip(save.updated, targets) {
-            apply(change, to: object)
-            merged.updated.append(object)
+        merged.updated.reserveCapacity(updatedCount)
+        for index in save.updated.indices {
+            apply(save.updated[index], to: targets[index])
+            merged.updated.append(targets[index])
         }
         for object in targets[updatedCount..<(updatedCount + save.deleted.count)] where !object.isDeleted {
             try delete(object)

@@ -203,23 +203,62 @@ extension StoreFile {
     func readRecords(ofRows rows: [(entityName: String, key: UInt64)]) throws -> RowBatch {
         try withReadTransaction(in: nil) { txn in
             var batch = RowBatch(store: self)
-            var last: EntityStorage?
-            for (entityName, key) in rows {
-                let storage: EntityStorage
-                if let last, last.name == entityName { storage = last } else {
-                    storage = try entityStorage(named: entityName)
-                    last = storage
-                }
-                guard let table = storage.rows, let primaryKey = PrimaryKey(key) else { continue }
-                var encoded = key.bigEndian
-                try withUnsafeBytes(of: &encoded) { keyBytes in
-                    try txn.withValue(forKey: keyBytes, in: table) { record in
-                        if let record { batch.append(entity: storage, key: primaryKey, record: record) }
+            var start = 0
+            // Each run of rows of one entity through one cursor: rows asked for in key
+            // order (a fetch's batch, a save's changed objects) are mostly the next entry
+            // or a few entries on, reached without a search from the root.
+            while start < rows.count {
+                let entityName = rows[start].entityName
+                var end = start + 1
+                while end < rows.count, rows[end].entityName == entityName { end += 1 }
+                let storage = try entityStorage(named: entityName)
+                if let table = storage.rows {
+                    try txn.withCursor(on: table) { cursor in
+                        try Self.readRun(rows[start..<end], of: storage, with: cursor, into: &batch)
                     }
                 }
+                start = end
             }
             return batch
         }
+    }
+
+    /// Reads the records of `rows` (keys of `storage`'s rows) with `cursor`: a key a few
+    /// entries after the cursor's is stepped to, any other is searched for.
+    private static func readRun(
+        _ rows: ArraySlice<(entityName: String, key: UInt64)>, of storage: EntityStorage, with cursor: borrowing Cursor,
+        into batch: inout RowBatch
+    ) throws {
+        var current: UInt64?   // the key the cursor is at
+        for (_, key) in rows {
+            guard let primaryKey = PrimaryKey(key) else { continue }
+            var found: UnsafeRawBufferPointer?
+            if let at = current, key > at, key - at <= 8 {
+                var steps = key - at
+                while steps > 0, let entry = try cursor.next() {
+                    let next = Self.rowKey(entry.key)
+                    current = next
+                    if next >= key {
+                        if next == key { found = entry.value }
+                        break
+                    }
+                    steps -= 1
+                }
+                if current.map({ $0 < key }) ?? true { current = nil }  // ran off the end: search next time
+            } else {
+                var encoded = key.bigEndian
+                let entry = try withUnsafeBytes(of: &encoded) { keyBytes throws(LMDBError) in try cursor.seek(to: keyBytes) }
+                found = entry?.value
+                current = entry == nil ? nil : key
+            }
+            if let found { batch.append(entity: storage, key: primaryKey, record: found) }
+        }
+    }
+
+    /// A row table's key (a big-endian primary key) as an integer.
+    private static func rowKey(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+        guard bytes.count == 8 else { return 0 }
+        return UInt64(bigEndian: bytes.loadUnaligned(as: UInt64.self))
     }
 
     /// The destinations of `relationship` of each of `owners`, read in one transaction

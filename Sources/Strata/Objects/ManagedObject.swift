@@ -198,7 +198,19 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// `objects` in ID order (see ``precedesByID(_:)``).
     static func inIDOrder(_ objects: [ManagedObject]) -> [ManagedObject] {
-        objects.sorted { $0.precedesByID($1) }
+        guard let first = objects.first else { return [] }
+        // Saved objects of one entity (the usual save): sorted by row key alone, as
+        // plain integers, then gathered.
+        var keys: [(key: UInt64, index: Int)] = []
+        keys.reserveCapacity(objects.count)
+        for (index, object) in objects.enumerated() {
+            guard object._bits & ObjectBits.temporary == 0, object._entity === first._entity else {
+                return objects.sorted { $0.precedesByID($1) }
+            }
+            keys.append((object.rowKey, index))
+        }
+        keys.sort { $0.key < $1.key }
+        return keys.map { objects[$0.index] }
     }
 
     /// The object's entity.

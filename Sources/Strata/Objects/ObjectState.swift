@@ -70,40 +70,63 @@ struct ObjectBits {
 /// and cost"): the values of slots kept in dynamic storage, the committed copy of a saved
 /// object that changed, a read failure, failed edits, nil values of non-optional fields,
 /// a temporary ID made elsewhere.
+// Used only in the isolation of the object's owner, through short accesses that never
+// overlap (as ``ManagedObject``'s own fields): no dynamic exclusivity checks.
 final class ObjectSide {
     /// Attribute values of dynamic slots (``ObjectLayout/AttributePlace/dynamic(_:)``).
-    var attributes: [AttributeValue?] = []
+    @exclusivity(unchecked) var attributes: [AttributeValue?] = []
     /// Relationship values of dynamic slots.
-    var relationships: [RelationshipStorage] = []
+    @exclusivity(unchecked) var relationships: [RelationshipStorage] = []
     /// The values as last fetched or saved of the properties that changed since: each
     /// is copied when it first changes (the others' committed values are their current
     /// ones).
-    var committed: CommittedState?
+    @exclusivity(unchecked) var committed: CommittedState?
     /// See ``ManagedObject/faultFailure``.
-    var faultFailure: StrataError?
+    @exclusivity(unchecked) var faultFailure: StrataError?
     /// Edits asked for through setters that cannot throw and that did not happen while
     /// the object was in no context (a value that cannot be stored): its context takes
     /// them over when the object is inserted, and its next save fails with the first.
-    var failedEdits: [(key: String, error: StrataError)] = []
+    @exclusivity(unchecked) var failedEdits: [(key: String, error: StrataError)] = []
     /// Attribute slots that hold nil although their typed field cannot (the field then
     /// holds the attribute's default value, which is what its typed accessor reads).
-    var nilAttributes: Set<Int> = []
+    @exclusivity(unchecked) var nilAttributes: Set<Int> = []
     /// The UUID of a temporary ID that this process did not make (read from a URI).
-    var temporaryUUID: UUID?
+    @exclusivity(unchecked) var temporaryUUID: UUID?
 }
 
 /// The values as last fetched or saved of the properties of an object that changed
 /// since, by slot (a property not here has its committed value as its current one).
 /// Few properties change at a time: the lists are scanned.
 struct CommittedState {
-    /// Attribute slots and their committed values.
-    private(set) var attributes: [(slot: Int, value: AttributeValue?)] = []
+    /// The first attribute kept, inline: most saves change one or two properties, and a
+    /// first change then allocates no list.
+    private var firstAttribute: (slot: Int, value: AttributeValue?)?
+    /// The attributes kept after the first, in the order they changed.
+    private var moreAttributes: [(slot: Int, value: AttributeValue?)] = []
     /// Relationship slots and their committed values.
     private(set) var relationships: [(slot: Int, value: RelationshipStorage)] = []
 
+    /// How many attributes have a committed value kept.
+    var attributeCount: Int { firstAttribute == nil ? 0 : 1 + moreAttributes.count }
+
+    /// Attribute slots and their committed values, in the order they changed.
+    var attributes: [(slot: Int, value: AttributeValue?)] {
+        guard let firstAttribute else { return [] }
+        return [firstAttribute] + moreAttributes
+    }
+
+    /// Calls `body` with each attribute slot and committed value, in slot order.
+    func forEachAttributeInSlotOrder(_ body: (Int, AttributeValue?) -> Void) {
+        guard let firstAttribute else { return }
+        if moreAttributes.isEmpty { return body(firstAttribute.slot, firstAttribute.value) }
+        for entry in attributes.sorted(by: { $0.slot < $1.slot }) { body(entry.slot, entry.value) }
+    }
+
     /// The committed value of attribute `slot`, if it changed (`.some(nil)`: nil).
     func attribute(_ slot: Int) -> AttributeValue?? {
-        for entry in attributes where entry.slot == slot { return .some(entry.value) }
+        guard let firstAttribute else { return nil }
+        if firstAttribute.slot == slot { return .some(firstAttribute.value) }
+        for entry in moreAttributes where entry.slot == slot { return .some(entry.value) }
         return nil
     }
 
@@ -115,7 +138,11 @@ struct CommittedState {
 
     /// Keeps `value` as attribute `slot`'s committed value, unless one is kept already.
     mutating func keepAttribute(_ slot: Int, _ value: AttributeValue?) {
-        if attribute(slot) == nil { attributes.append((slot, value)) }
+        if firstAttribute == nil {
+            firstAttribute = (slot, value)
+        } else if attribute(slot) == nil {
+            moreAttributes.append((slot, value))
+        }
     }
 
     /// Keeps `value` as relationship `slot`'s committed value, unless one is kept already.
