@@ -26,12 +26,16 @@ public struct Cursor: ~Copyable {
     let transaction: OpaquePointer
     /// The database the cursor walks.
     public let database: Database
+    /// A write transaction's map-full flag (see ``WriteTransaction``), set when a write
+    /// through the cursor hits MDB_MAP_FULL; nil in a read transaction.
+    let hitMapFull: UnsafeMutablePointer<Bool>?
 
     @usableFromInline
-    init(pointer: OpaquePointer, transaction: OpaquePointer, database: Database) {
+    init(pointer: OpaquePointer, transaction: OpaquePointer, database: Database, hitMapFull: UnsafeMutablePointer<Bool>? = nil) {
         self.pointer = pointer
         self.transaction = transaction
         self.database = database
+        self.hitMapFull = hitMapFull
     }
 
     @inline(__always)
@@ -136,7 +140,19 @@ public struct Cursor: ~Copyable {
     /// Deletes the entry at the cursor (only in a write transaction). The cursor then
     /// stands on the following entry: call ``current()`` to read it.
     public func deleteCurrent() throws(LMDBError) {
-        try LMDBError.check(mdb_cursor_del(pointer, 0), "cursor delete in \(database)")
+        let rc = mdb_cursor_del(pointer, 0)
+        if rc == MDB_MAP_FULL { hitMapFull?.pointee = true }
+        try LMDBError.check(rc, "cursor delete in \(database)")
+    }
+
+    /// Replaces the value of the entry at the cursor with `value` (`MDB_CURRENT`, only in
+    /// a write transaction): no search, where a put under the same key would search the
+    /// tree again. `key` must be the entry's key. The cursor stays on the entry.
+    public func replaceCurrent(key: UnsafeRawBufferPointer, with value: UnsafeRawBufferPointer) throws(LMDBError) {
+        var k = MDB_val(key), v = MDB_val(value)
+        let rc = mdb_cursor_put(pointer, &k, &v, UInt32(MDB_CURRENT))
+        if rc == MDB_MAP_FULL { hitMapFull?.pointee = true }
+        try LMDBError.check(rc, "cursor put in \(database)")
     }
 
     /// Compares two keys with the database's key order.

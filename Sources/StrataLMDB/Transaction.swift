@@ -76,7 +76,7 @@ public struct WriteTransaction: ~Copyable, ReadableTransaction {
     @usableFromInline let environment: ObjectIdentifier
     /// Set when an operation hit MDB_MAP_FULL: the environment then grows the map and
     /// runs the whole closure again, whatever the closure did with the error.
-    let hitMapFull: UnsafeMutablePointer<Bool>
+    @usableFromInline let hitMapFull: UnsafeMutablePointer<Bool>
 
     /// The id this transaction will commit as.
     public var id: Int { Int(mdb_txn_id(pointer)) }
@@ -96,7 +96,7 @@ public struct WriteTransaction: ~Copyable, ReadableTransaction {
         // Inlinable so that a scan's loop and its body inline into the caller.
         let cursor = try TransactionOperations.openCursor(pointer, environment, database)
         defer { TransactionOperations.closeCursor(cursor) }
-        return try body(Cursor(pointer: cursor, transaction: pointer, database: database))
+        return try body(Cursor(pointer: cursor, transaction: pointer, database: database, hitMapFull: hitMapFull))
     }
 
     /// The statistics of `database` including this transaction's writes.

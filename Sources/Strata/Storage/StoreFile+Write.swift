@@ -369,8 +369,13 @@ struct StoreWriter: ~Copyable {
             }
             var indexEntries = IndexEntryBatches()
             try rows.bytes.withUnsafeBytes { bytes in
-                for (index, row) in rows.rows.enumerated() {
-                    guard let storage = store.entityStorage(numbered: row.entity), let key = PrimaryKey(keys[index]) else { continue }
+                var index = 0
+                while index < rows.rows.count {
+                    let row = rows.rows[index]
+                    guard let storage = store.entityStorage(numbered: row.entity), let key = PrimaryKey(keys[index]) else {
+                        index += 1
+                        continue
+                    }
                     let record = UnsafeRawBufferPointer(rebasing: bytes[row.record])
                     let indexValues = UnsafeRawBufferPointer(rebasing: bytes[row.indexValues])
                     if row.relationships != nil {
@@ -378,10 +383,32 @@ struct StoreWriter: ~Copyable {
                     } else if row.isInsert {
                         try insertRow(record, key: key, storage: storage, id: row.objectID, assigned: row.key == 0)
                         addIndexEntries(indexValues, storage: storage, key: key, to: &indexEntries)
-                    } else {
-                        try updateRow(record, indexValues: indexValues, key: key, storage: storage)
+                    } else if let table = storage.rows {
+                        // A run of changed rows of one entity through one cursor: rows
+                        // saved in key order are each the next entry or a few on.
+                        var end = index + 1
+                        while end < rows.rows.count, rows.rows[end].entity == row.entity, !rows.rows[end].isInsert,
+                              rows.rows[end].relationships == nil {
+                            end += 1
+                        }
+                        let first = index, txn = reader.transaction
+                        try txn.pointee.withCursor(on: table) { cursor in
+                            var at: UInt64?
+                            for member in first..<end {
+                                guard let memberKey = PrimaryKey(keys[member]) else { continue }
+                                let memberRow = rows.rows[member]
+                                try updateRow(
+                                    UnsafeRawBufferPointer(rebasing: bytes[memberRow.record]),
+                                    indexValues: UnsafeRawBufferPointer(rebasing: bytes[memberRow.indexValues]),
+                                    key: memberKey, storage: storage, cursor: cursor, at: &at)
+                                if reachingMidWrite && member == 0 { CrashPoint.midWrite.reach() }
+                            }
+                        }
+                        index = end
+                        continue
                     }
                     if reachingMidWrite && index == 0 { CrashPoint.midWrite.reach() }
+                    index += 1
                 }
             }
             for batch in indexEntries.batches {
@@ -426,52 +453,56 @@ struct StoreWriter: ~Copyable {
     ///
     /// The stored record is read in place (in LMDB's page, before anything is written):
     /// only its version, whether it holds unknown fields, and the values of indexed
-    /// attributes are taken from it.
-    private mutating func updateRow(_ record: UnsafeRawBufferPointer, indexValues: UnsafeRawBufferPointer, key: PrimaryKey, storage: EntityStorage) throws {
-        guard let rows = storage.rows else { return }
+    /// attributes are taken from it. `cursor` walks the entity's rows: `at` is the key it
+    /// stands on (nil: unknown), and a key a few entries on is stepped to, not searched
+    /// for; the new record then replaces the entry where the cursor stands.
+    private mutating func updateRow(
+        _ record: UnsafeRawBufferPointer, indexValues: UnsafeRawBufferPointer, key: PrimaryKey, storage: EntityStorage,
+        cursor: borrowing Cursor, at: inout UInt64?
+    ) throws {
         let txn = reader.transaction
         let indexed = storage.indexedSlots
         // The stored value part of each indexed attribute, in `indexed` order: an attribute
         // the record does not hold is nil, which is indexed too.
         var oldParts = indexed.map { slot in storage.attributes[slot].indexKind.flatMap { IndexLayout.valuePart(nil, kind: $0) } }
         var hasUnknownFields = false
-        var exists = false
-        try txn.pointee.withValue(forKey: key.encoded, in: rows) { stored throws in
-            guard let stored else { return }
-            exists = true
-            var fields = RecordCodec.Reader(stored)
-            var version: UInt64 = 0
-            do throws(RecordDecodingError) {
-                version = try fields.header()
-                while let (number, tag) = try fields.nextField() {
-                    switch storage.field(numbered: number) {
-                    case nil:
-                        hasUnknownFields = true
-                        try fields.skip(tag)
-                    case .attribute(let slot):
-                        guard let position = indexed.firstIndex(of: slot), let kind = storage.attributes[slot].indexKind else {
-                            try fields.skip(tag)
-                            continue
-                        }
-                        oldParts[position] = IndexLayout.valuePart(try fields.value(tag), kind: kind)
-                    case .relationship:
-                        try fields.skip(tag)
-                    }
-                }
-            } catch {
-                throw StrataError.corruptRecord(entity: storage.name, primaryKey: key.rawValue, reason: error.reason)
-            }
-            guard version < .max else {
-                throw StrataError.corruptRecord(entity: storage.name, primaryKey: key.rawValue, reason: "its version cannot grow any more")
-            }
+        var keyBytes = key.rawValue.bigEndian
+        let stored = try withUnsafeBytes(of: &keyBytes) { encodedKey throws(LMDBError) in
+            try Self.position(cursor, on: key.rawValue, encoded: encodedKey, at: &at)
         }
-        guard exists else {
+        guard let stored else {
             throw StoreWriteError.conflict([StoreConflict(objectID: store.objectID(entity: storage.name, key: key), expectedVersion: 0, storedVersion: nil)])
         }
+        var fields = RecordCodec.Reader(stored)
+        var version: UInt64 = 0
+        do throws(RecordDecodingError) {
+            version = try fields.header()
+            while let (number, tag) = try fields.nextField() {
+                switch storage.field(numbered: number) {
+                case nil:
+                    hasUnknownFields = true
+                    try fields.skip(tag)
+                case .attribute(let slot):
+                    guard let position = indexed.firstIndex(of: slot), let kind = storage.attributes[slot].indexKind else {
+                        try fields.skip(tag)
+                        continue
+                    }
+                    oldParts[position] = IndexLayout.valuePart(try fields.value(tag), kind: kind)
+                case .relationship:
+                    try fields.skip(tag)
+                }
+            }
+        } catch {
+            throw StrataError.corruptRecord(entity: storage.name, primaryKey: key.rawValue, reason: error.reason)
+        }
+        guard version < .max else {
+            throw StrataError.corruptRecord(entity: storage.name, primaryKey: key.rawValue, reason: "its version cannot grow any more")
+        }
         if !hasUnknownFields {
-            try txn.pointee.put(record, forKey: key.encoded, in: rows)
-        } else {
+            try withUnsafeBytes(of: &keyBytes) { encodedKey throws(LMDBError) in try cursor.replaceCurrent(key: encodedKey, with: record) }
+        } else if let rows = storage.rows {
             // Rare (a store written by a newer model): keep the fields this one does not know.
+            at = nil   // written past the cursor: search next time
             guard let stored = try reader.record(at: key, of: storage) else { return }
             var merged = try RecordCodec.decode(record)
             merged.fields.merge(stored.fields.filter { storage.fields[$0.key] == nil }) { own, _ in own }
@@ -488,6 +519,29 @@ struct StoreWriter: ~Copyable {
             if let oldPart { try txn.pointee.delete(forKey: oldPart + key.encoded, in: index) }
             if !newPart.isEmpty { try txn.pointee.put([UInt8](), forKey: Array(newPart) + key.encoded, in: index) }
         }
+    }
+
+    /// Moves `cursor` to row `key` (`encoded`, big-endian) and returns its record, or nil
+    /// when there is no such row. From `at` (the key the cursor stands on), a key up to
+    /// eight entries on is stepped to; any other is searched for. `at` becomes the key
+    /// the cursor stands on, or nil when that is unknown.
+    private static func position(
+        _ cursor: borrowing Cursor, on key: UInt64, encoded: UnsafeRawBufferPointer, at: inout UInt64?
+    ) throws(LMDBError) -> UnsafeRawBufferPointer? {
+        if let current = at, key > current, key - current <= 8 {
+            var steps = key - current
+            while steps > 0, let entry = try cursor.next() {
+                guard entry.key.count == 8 else { break }
+                let next = UInt64(bigEndian: entry.key.loadUnaligned(as: UInt64.self))
+                at = next
+                if next >= key { return next == key ? entry.value : nil }
+                steps -= 1
+            }
+            // Ran off the end (or met a key that is not a row's): search.
+        }
+        let entry = try cursor.seek(to: encoded)
+        at = entry == nil ? nil : key
+        return entry?.value
     }
 
     /// Adds the index entries of a new row to `entries`, put in order by ``write(_:)``.
