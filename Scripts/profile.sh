@@ -16,7 +16,8 @@ tool="$work/strata-profile"
 # instructions COMMAND ARGS...: the total instruction count of one run under callgrind.
 instructions() {
     local out="$work/callgrind.$RANDOM"
-    valgrind --tool=callgrind --callgrind-out-file="$out" "$tool" "$@" >/dev/null 2>"$out.log" \
+    # Swift seeds its hashing per process: fixed here, so that dictionary probes repeat.
+    SWIFT_DETERMINISTIC_HASHING=1 valgrind --tool=callgrind --callgrind-out-file="$out" "$tool" "$@" >/dev/null 2>"$out.log" \
         || { cat "$out.log" >&2; exit 1; }
     sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$out.log"
 }

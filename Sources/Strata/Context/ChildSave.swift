@@ -61,8 +61,11 @@ struct ObjectChange: Sendable {
     /// The row version the child read the object at; nil for an object its parent has
     /// not saved either (there is no read state to compare).
     var baseVersion: UInt64?
-    /// Changed attributes, by ascending slot.
-    var attributes: [Attribute] = []
+    /// The first changed attribute, inline: most changes set one or two attributes, and
+    /// then no list is allocated (and freed) per object.
+    private var firstAttribute: Attribute?
+    /// The changed attributes after the first.
+    private var moreAttributes: [Attribute] = []
     /// Changed to-one relationships.
     var toOne: [Relationship] = []
     /// Changed ordered to-many relationships.
@@ -79,11 +82,10 @@ struct ObjectChange: Sendable {
         baseVersion = saved ? object.rowVersion : nil
         if saved {
             if let committed = object.committedCopy {
-                attributes.reserveCapacity(committed.attributeCount)
                 committed.forEachAttributeInSlotOrder { slot, base in
                     guard !entity.attributes[slot].isTransient else { return }
                     let value = object.attributeValue(at: slot)
-                    if value != base { attributes.append(Attribute(slot: slot, value: value, base: base)) }
+                    if value != base { append(Attribute(slot: slot, value: value, base: base)) }
                 }
                 if !committed.relationships.isEmpty {
                     for (slot, _) in committed.relationships.sorted(by: { $0.slot < $1.slot }) {
@@ -93,10 +95,22 @@ struct ObjectChange: Sendable {
             }
         } else {
             for slot in entity.storedAttributeSlots {
-                if let value = object.attributeValue(at: slot) { attributes.append(Attribute(slot: slot, value: value, base: nil)) }
+                if let value = object.attributeValue(at: slot) { append(Attribute(slot: slot, value: value, base: nil)) }
             }
             for slot in entity.relationships.indices { addRelationship(slot, of: object) }
         }
+    }
+
+    /// How many attributes changed.
+    var attributeCount: Int { firstAttribute == nil ? 0 : 1 + moreAttributes.count }
+
+    /// Changed attribute `index` (`0..<attributeCount`), by ascending slot.
+    func attribute(_ index: Int) -> Attribute {
+        index == 0 ? firstAttribute! : moreAttributes[index - 1]
+    }
+
+    private mutating func append(_ attribute: Attribute) {
+        if firstAttribute == nil { firstAttribute = attribute } else { moreAttributes.append(attribute) }
     }
 
     private mutating func addRelationship(_ slot: Int, of object: ManagedObject) {

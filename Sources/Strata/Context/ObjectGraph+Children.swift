@@ -231,7 +231,9 @@ extension ObjectGraph {
     /// - Throws: the storage error when a relationship cannot be read.
     private func holds(_ change: ObjectChange, of object: ManagedObject) throws -> Bool {
         let entity = object.entity
-        for attribute in change.attributes where attribute.slot < entity.attributes.count {
+        for index in 0..<change.attributeCount {
+            let attribute = change.attribute(index)
+            guard attribute.slot < entity.attributes.count else { continue }
             if attribute.base != object.attributeValue(at: attribute.slot) { return false }
         }
         for relationship in change.toOne + change.ordered where relationship.slot < entity.relationships.count {
@@ -289,7 +291,9 @@ extension ObjectGraph {
     /// side is set as it is, without inverse maintenance.
     private func apply(_ change: ObjectChange, to object: ManagedObject) {
         let entity = object.entity
-        for attribute in change.attributes where attribute.slot < entity.attributes.count {
+        for index in 0..<change.attributeCount {
+            let attribute = change.attribute(index)
+            guard attribute.slot < entity.attributes.count else { continue }
             object.prepareAttributeChange(attribute.slot)
             object.storeAttribute(attribute.value, at: attribute.slot)
         }

@@ -384,8 +384,8 @@ final class ObjectGraph: ObjectOwner {
         if !failedEdits.isEmpty { failedEdits.removeAll { $0.object === object && $0.key == key } }
         event.record(object, in: .updated)
         // An inserted object is held and saved whole already.
-        guard !object.isInserted, changed[ObjectIdentifier(object)] == nil else { return }
-        changed[ObjectIdentifier(object)] = object
+        guard !object.isInserted else { return }
+        changed[ObjectIdentifier(object)] = object   // one hash either way; the same object again is no change
     }
 
     override func editFailed(_ object: ManagedObject, key: String, error: StrataError) {
