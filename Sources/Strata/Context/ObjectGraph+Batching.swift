@@ -6,7 +6,7 @@ struct FaultBatching {
     /// age, 0 for none (``ManagedObjectContext/stalenessInterval``).
     var stalenessInterval: TimeInterval = -1
     /// The batch each fault of a batched fetch belongs to (until the batch is read).
-    var batches: [ObjectIdentityKey: FetchBatch] = [:]
+    var batches = ObjectKeyTable<FetchBatch>()
     /// The rows a fetch read for the faults it returned (``FetchRequest/returnsObjectsAsFaults``),
     /// with when they were read: a fault fires from its row, so every object of one
     /// fetch has the values of one moment (one LMDB snapshot). A refresh, a merge or the
@@ -44,7 +44,7 @@ extension ObjectGraph {
         }
         // Faults of earlier fetches that were released never fire: forget their batches.
         if batching.batches.count > 2 * objects.count + 4096 {
-            batching.batches = batching.batches.filter { key, _ in registeredObject(forKey: key)?.faultState == .fault }
+            batching.batches.removeAll { key in registeredObject(forKey: key)?.faultState != .fault }
         }
         let first = Array(objects.prefix(size))
         try fulfilFaults(first, rows: rows)
@@ -56,8 +56,8 @@ extension ObjectGraph {
             if !members.isEmpty {
                 let keys = members.map(\.identityKey)
                 let batch = FetchBatch(keys: keys, prefetching: paths)
-                batching.batches.reserveCapacity(batching.batches.count + keys.count)
-                for key in keys { batching.batches[key] = batch }
+                batching.batches.reserveCapacity(keys.count)
+                for key in keys { batching.batches.insert(batch, for: key) }
             }
             start += size
         }

@@ -37,11 +37,15 @@ extension ObjectGraph {
             let (needed, overflowAgain) = rows.addingReportingOverflow(pending.count)
             storeRequest.fetchLimit = request.fetchLimit > 0 ? (overflow || overflowAgain ? Int.max : needed) : 0
         }
-        // A root context's fetch of realised objects from one store takes rows that come
-        // in their final order as they are read, decoded straight from the store's pages.
+        // A root context's fetch of objects from one store takes rows that come in their
+        // final order as they are read: realised objects decoded straight from the store's
+        // pages, faults made from the rows' keys (no ID is made for either).
         let streamed = StreamedFetch(graph: self)
-        let sink: FetchRowSink? = merging || deferringRows || parentContext != nil || storeRequest.resultType != .managedObject
-            ? nil : streamed
+        let streamable = storeRequest.resultType == .managedObject || storeRequest.resultType == .managedObjectID
+        // (Rows a fetch defers are kept, not decoded: they do not stream. A fetch of faults
+        // reads no rows, so its keys stream whether or not it defers.)
+        let keepsRows = deferringRows && storeRequest.resultType == .managedObject
+        let sink: FetchRowSink? = merging || keepsRows || parentContext != nil || !streamable ? nil : streamed
         var objects: [ManagedObject] = []
         defer { for object in streamed.filled { object.awakeFromFetch() } }
         for rows in try upstreamFetch(storeRequest, sink: sink) {
@@ -351,6 +355,14 @@ final class StreamedFetch: FetchRowSink {
             filled.append(object)
         }
         objects.append(object)
+    }
+
+    func take(key: PrimaryKey, of storage: EntityStorage, in store: StoreFile) throws {
+        if store !== file {
+            file = store
+            storeNumber = StoreNumbers.number(for: store.identifier)
+        }
+        objects.append(graph.object(forRow: key.rawValue, of: storage.entity, store: storeNumber, inTree: inTree))
     }
 }
 

@@ -719,7 +719,7 @@ final class ObjectGraph: ObjectOwner {
         }
         identities.removeAll()
         retained = [:]
-        batching.batches = [:]
+        batching.batches.removeAll()
         batching.fetchedRows = [:]
         clearChanges()
     }

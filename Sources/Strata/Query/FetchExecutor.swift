@@ -9,6 +9,8 @@ protocol FetchRowSink: AnyObject {
     /// Row `key` of `storage`'s entity in `store`: its stored `record`, valid only during
     /// the call.
     func take(_ record: UnsafeRawBufferPointer, key: PrimaryKey, of storage: EntityStorage, in store: StoreFile) throws
+    /// Row `key` of `storage`'s entity in `store`, of a fetch of IDs (its record unread).
+    func take(key: PrimaryKey, of storage: EntityStorage, in store: StoreFile) throws
 }
 
 enum FetchRows: Sendable, Hashable {
@@ -47,7 +49,7 @@ extension StoreReader where Transaction: ~Copyable {
             }
             if !plan.readsRows {
                 try forEachKey(entity: plan.entityName, includesSubentities: plan.includesSubentities) { storage, key in
-                    try execution.accept(entity: storage.name, key: key, indexValue: nil)
+                    try execution.accept(storage: storage, key: key, indexValue: nil)
                 }
             } else {
                 try forEachRecord(entity: plan.entityName, includesSubentities: plan.includesSubentities) { storage, key, record in
@@ -61,7 +63,7 @@ extension StoreReader where Transaction: ~Copyable {
                 try scanIndex(of: storage, slot: slot, in: plan.indexRanges, reverse: reverse) { entry in
                     guard execution.wantsMore(group: entry.group) else { return false }
                     guard plan.readsRows else {
-                        return try execution.accept(entity: storage.name, key: entry.key, indexValue: entry.value)
+                        return try execution.accept(storage: storage, key: entry.key, indexValue: entry.value)
                     }
                     var encoded = entry.key.rawValue.bigEndian
                     return try withUnsafeBytes(of: &encoded) { keyBytes in
@@ -171,8 +173,17 @@ struct FetchExecution<Transaction: ReadableTransaction & ~Copyable> {
         return keep(Match(entityName: storage.name, key: key.rawValue, row: row, keys: keys, indexValue: indexValue))
     }
 
-    /// Whether the rows go to the sink as they are read.
-    var streamsToSink: Bool { sink != nil && streams }
+    /// Whether the rows (or, for a fetch of IDs, their keys) go to the sink as they are
+    /// read.
+    var streamsToSink: Bool { sink != nil && (streams || streamsKeys) }
+
+    /// Whether a fetch of IDs meets its rows in their final order, with nothing to test
+    /// or sort: a scan by primary key, whose keys can go to a sink as they are read.
+    private var streamsKeys: Bool {
+        guard plan.output == .objectIDs, plan.residual == nil, plan.sortDescriptors.isEmpty, heap == nil else { return false }
+        if case .primaryKey = plan.ordering, case .fullScan = plan.path { return true }
+        return false
+    }
 
     /// Whether rows are kept as they are met, with no match to sort or window later: a
     /// fetch of rows with no filter, no sort and no heap, whose rows come in their final
@@ -184,8 +195,15 @@ struct FetchExecution<Transaction: ReadableTransaction & ~Copyable> {
     }
 
     /// Keeps a match found without reading its row; returns whether to read on.
-    mutating func accept(entity: String, key: PrimaryKey, indexValue: [UInt8]?) throws -> Bool {
-        keep(Match(entityName: entity, key: key.rawValue, row: nil, keys: [], indexValue: indexValue))
+    mutating func accept(storage: EntityStorage, key: PrimaryKey, indexValue: [UInt8]?) throws -> Bool {
+        if let sink, streamsKeys {
+            // Keys met in their final order go to the sink as they are read, in the window.
+            streamMatches += 1
+            let needed = self.needed ?? Int.max
+            if streamMatches > plan.offset && streamMatches <= needed { try sink.take(key: key, of: storage, in: loader.store) }
+            return streamMatches < needed || !plan.stopsEarly
+        }
+        return keep(Match(entityName: storage.name, key: key.rawValue, row: nil, keys: [], indexValue: indexValue))
     }
 
     private mutating func keep(_ match: Match) -> Bool {
@@ -202,6 +220,7 @@ struct FetchExecution<Transaction: ReadableTransaction & ~Copyable> {
 
     /// The matches in order, windowed.
     mutating func finish() throws -> FetchRows {
+        if sink != nil && streamsKeys { return .objectIDs([]) }   // every key went to the sink
         if plan.output == .count {
             return .count(Self.windowed(matches.count, offset: plan.offset, limit: plan.limit))
         }
