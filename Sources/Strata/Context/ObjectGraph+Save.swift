@@ -231,8 +231,7 @@ extension ObjectGraph {
     /// A saved deletion: the object leaves the context.
     private func forget(_ object: ManagedObject) {
         unregister(object)
-        object.owner = nil
-        object.faultState = .inaccessible
+        object.leaveContextDeleted()
     }
 }
 

@@ -149,9 +149,9 @@ final class ObjectGraph: ObjectOwner {
 
     deinit {
         // Objects that outlive their context keep no owner (and do not call back).
-        for object in identities.objects + identities.displacedObjects where object.owner === self { object.owner = nil }
-        for object in inserted + deleted where object.owner === self { object.owner = nil }
-        for object in changed.values where object.owner === self { object.owner = nil }
+        for object in identities.objects + identities.displacedObjects { object.outlive(self) }
+        for object in inserted + deleted { object.outlive(self) }
+        for object in changed.values { object.outlive(self) }
     }
 
     /// A graph on `coordinator` alone (no context around it).
@@ -407,8 +407,7 @@ final class ObjectGraph: ObjectOwner {
         // The row is gone: the object reads as deleted, with nil and zero values, and is
         // in deletedObjects until the next save or reset discards it (no store write:
         // there is no row, and no validation).
-        object.clearValues(toMany: nil)
-        object.faultState = .fulfilled
+        object.vanish()
         let key = ObjectIdentifier(object)
         vanished.insert(key)
         if !deleted.contains(where: { $0 === object }) { deleted.append(object) }
@@ -448,15 +447,13 @@ final class ObjectGraph: ObjectOwner {
             lastInsertedEntity = (object.entity, found)
         }
         if entity !== object.entity { object.adopt(entity) }
-        object.owner = self
+        object.enterInserted(into: self)
         let failed = object.pendingFailedEdits
         if !failed.isEmpty {
             // Edits that failed before the object had a context fail its first save.
             for (key, error) in failed { editFailed(object, key: key, error: error) }
             object.pendingFailedEdits = []
         }
-        object.insertedFlag = true
-        object.deletedFlag = false
         inserted.append(object)
         register(object)
         event.record(object, in: .inserted)
@@ -473,9 +470,7 @@ final class ObjectGraph: ObjectOwner {
     /// this one, as inserted here (no `awakeFromInsert()`: its values come from the
     /// child, which called it already). `store` is the child's `assign(_:to:)` choice.
     func registerInsertFromChild(_ object: ManagedObject, store: PersistentStore?) {
-        object.owner = self
-        object.insertedFlag = true
-        object.deletedFlag = false
+        object.enterInserted(into: self)
         inserted.append(object)
         if let store { assignedStores[ObjectIdentifier(object)] = store }
         register(object)
@@ -488,10 +483,9 @@ final class ObjectGraph: ObjectOwner {
         let wasSaved = deleted.contains { $0 === object }
         deleted.removeAll { $0 === object }
         pendingDeletes.removeAll { $0 === object }
-        object.deletedFlag = false
+        object.restoreFromDeletion(reinserting: !wasSaved)
         event.unrecord(object, from: .deleted)
         if !wasSaved {
-            object.insertedFlag = true
             inserted.append(object)
             event.record(object, in: .inserted)
         }
@@ -517,12 +511,11 @@ final class ObjectGraph: ObjectOwner {
         event.record(object, in: .deleted)
         if object.isInserted {
             inserted.removeAll { $0 === object }
-            object.insertedFlag = false
-            object.deletedFlag = true
+            object.enterDeleted()
             pendingDeletes.append(object)
             return
         }
-        object.deletedFlag = true
+        object.enterDeleted()
         deleted.append(object)
         pendingDeletes.append(object)
         changed[ObjectIdentifier(object)] = object
@@ -576,8 +569,7 @@ final class ObjectGraph: ObjectOwner {
             unregister(object)
             changed[ObjectIdentifier(object)] = nil
             assignedStores[ObjectIdentifier(object)] = nil
-            object.owner = nil
-            object.deletedFlag = false
+            object.discardUnsaved()
         }
     }
 
@@ -690,10 +682,7 @@ final class ObjectGraph: ObjectOwner {
         event.unrecord(object, from: .updated)
         event.record(object, in: .deleted)
         unregister(object)
-        object.owner = nil
-        object.deletedFlag = true
-        object.isModified = false
-        object.faultState = .inaccessible
+        object.leaveContextDeletedElsewhere()
     }
 
     /// The changes since the last call, settled, for an ObjectsDidChange notification.
@@ -709,13 +698,10 @@ final class ObjectGraph: ObjectOwner {
         event.discard()
         event = ChangeEvent()
         event.invalidatedAll = true
-        for object in identities.displacedObjects where object.owner === self { object.owner = nil }
+        for object in identities.displacedObjects { object.outlive(self) }
         for object in registeredObjects + inserted + deleted {
             event.record(object, in: .invalidated)
-            object.owner = nil
-            object.faultState = .inaccessible
-            object.insertedFlag = false
-            object.deletedFlag = false
+            object.invalidate()
         }
         identities.removeAll()
         retained = [:]
@@ -729,24 +715,22 @@ final class ObjectGraph: ObjectOwner {
     func rollback() {
         for object in inserted {
             unregister(object)
-            object.owner = nil
-            object.insertedFlag = false
+            object.discardUnsaved()
             event.record(object, in: .invalidated)
         }
         for object in deleted where vanished.contains(ObjectIdentifier(object)) {
             // Its row is gone: nothing to go back to.
             unregister(object)
-            object.owner = nil
-            object.faultState = .inaccessible
+            object.leaveContextDeleted()
         }
         for object in changed.values where !object.isInserted && object.owner === self {
-            object.deletedFlag = false
+            object.restoreFromDeletion(reinserting: false)
             object.revertToCommitted()
             event.unrecord(object, from: .updated)
             event.unrecord(object, from: .deleted)
             event.record(object, in: .refreshed)
         }
-        for object in pendingDeletes where object.owner === self { object.deletedFlag = false }
+        for object in pendingDeletes where object.owner === self { object.restoreFromDeletion(reinserting: false) }
         clearChanges()
     }
 
@@ -760,7 +744,7 @@ final class ObjectGraph: ObjectOwner {
             event.unrecord(object, from: .updated)
             event.unrecord(object, from: .deleted)
             changed[ObjectIdentifier(object)] = nil
-            object.deletedFlag = false
+            object.restoreFromDeletion(reinserting: false)
             deleted.removeAll { $0 === object }
             object.turnIntoFault()
             return

@@ -1,0 +1,69 @@
+/// The named transitions of an object's life in a context: what joining, being deleted,
+/// being restored and leaving do to its owner and its state bits. The object graph moves
+/// objects through these, not by setting their fields.
+extension ManagedObject {
+    /// Joins `owner` as a new object: inserted, not deleted.
+    func enterInserted(into owner: ObjectOwner) {
+        self.owner = owner
+        insertedFlag = true
+        deletedFlag = false
+    }
+
+    /// Is deleted in its context: a new object stops being inserted.
+    func enterDeleted() {
+        insertedFlag = false
+        deletedFlag = true
+    }
+
+    /// Its deletion is taken back; an object never saved (`reinserting`) is inserted again.
+    func restoreFromDeletion(reinserting: Bool) {
+        deletedFlag = false
+        if reinserting { insertedFlag = true }
+    }
+
+    /// A new object that leaves its context unsaved (rolled back, or deleted before any
+    /// save): no owner, neither inserted nor deleted; its values stay.
+    func discardUnsaved() {
+        owner = nil
+        insertedFlag = false
+        deletedFlag = false
+    }
+
+    /// Its context lets go of it because the context goes away: it keeps its state, and
+    /// calls back to no one.
+    func outlive(_ owner: ObjectOwner) {
+        if self.owner === owner { self.owner = nil }
+    }
+
+    /// Leaves its context for good (the context's `reset()`): no owner, inaccessible,
+    /// neither inserted nor deleted.
+    func invalidate() {
+        owner = nil
+        faultState = .inaccessible
+        insertedFlag = false
+        deletedFlag = false
+    }
+
+    /// Leaves its context as deleted (its deletion was saved, or its row was gone when
+    /// the context rolled back): no owner, inaccessible.
+    func leaveContextDeleted() {
+        owner = nil
+        faultState = .inaccessible
+    }
+
+    /// A deletion merged from elsewhere: it leaves its context deleted, unchanged,
+    /// inaccessible.
+    func leaveContextDeletedElsewhere() {
+        owner = nil
+        deletedFlag = true
+        isModified = false
+        faultState = .inaccessible
+    }
+
+    /// Its row was gone when it fired: it reads as deleted, with nil and zero values, and
+    /// is no longer a fault.
+    func vanish() {
+        clearValues(toMany: nil)
+        faultState = .fulfilled
+    }
+}
