@@ -200,7 +200,11 @@ func runsOnMainQueue(seconds: Double = 60, _ body: @escaping @MainActor @Sendabl
 }
 
 /// Runs `operation` in a task; whether it finished within `seconds` (the watchdog).
-func finishes(seconds: Double = 60, _ operation: @escaping @Sendable () async -> Void) async -> Bool {
+///
+/// A task needs pooled threads to start and to go on, and in the full suite other tests
+/// hold the cooperative pool's two threads (two cores) for many seconds at a time: the
+/// default watchdog allows for that, and still fails a scenario that deadlocks.
+func finishes(seconds: Double = 120, _ operation: @escaping @Sendable () async -> Void) async -> Bool {
     let done = TestSignal()
     let task = Task {
         await operation()

@@ -142,7 +142,7 @@ struct ContextMainQueueTests {
     @Test func chainsFromAPrivateJobThroughTheMainQueue() async {
         let main = Probe.mainQueue()
         let a = Probe.privateQueue("a")
-        let finished = await finishes(seconds: 30) {
+        let finished = await finishes {
             await a.chainThroughMainQueue(main)
         }
         #expect(finished, "deadlock (watchdog)")

@@ -67,7 +67,7 @@ struct ContextPerformAndWaitTests {
         let a = Probe.privateQueue("a")
         let b = Probe.privateQueue("b")
         let c = Probe.privateQueue("c")
-        let finished = await finishes(seconds: 30) {
+        let finished = await finishes {
             await withTaskGroup(of: Void.self) { group in
                 for _ in 0..<4 {
                     group.addTask {
@@ -92,7 +92,7 @@ struct ContextPerformAndWaitTests {
         // The outer hold is a job of A (pushed by the job runner), not a performAndWait.
         let a = Probe.privateQueue("a")
         let b = Probe.privateQueue("b")
-        let finished = await finishes(seconds: 30) {
+        let finished = await finishes {
             await a.chainThrough(b)
         }
         #expect(finished, "deadlock (watchdog)")

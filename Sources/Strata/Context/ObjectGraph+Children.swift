@@ -197,7 +197,7 @@ extension ObjectGraph {
                     object.storeRelationship(.toMany(ToManyStorage(isOrdered: relationship.isOrdered)), at: slot)
                 }
             }
-            object.isModified = true
+            object.markChanged()
         }
         merged.updated.reserveCapacity(updatedCount)
         for index in save.updated.indices {
@@ -315,6 +315,6 @@ extension ObjectGraph {
             for id in members.added { _ = storage.insert(self.object(for: id)) }
             object.storeRelationship(.toMany(storage), at: members.slot)
         }
-        object.isModified = true
+        object.markChanged()
     }
 }

@@ -761,18 +761,18 @@ final class ObjectGraph: ObjectOwner {
         where !attribute.isTransient && local.attributes[slot] != committed.attributes[slot] {
             object.keepCommittedValues()
             object.storeAttribute(local.attributes[slot], at: slot)
-            object.isModified = true
+            object.markChanged()
         }
         for slot in object.entity.relationships.indices where local.relationships[slot] != committed.relationships[slot] {
             if case .toOne(let id) = local.relationships[slot] {
                 object.keepCommittedValues()
                 object.storeRelationship(.toOne(id.map(self.object(for:))), at: slot)
-                object.isModified = true
+                object.markChanged()
             } else if case .toMany(let ids) = local.relationships[slot] {
                 object.keepCommittedValues()
                 object.storeRelationship(
                     .toMany(ToManyStorage(isOrdered: object.entity.relationships[slot].isOrdered, objects: ids.map(self.object(for:)))), at: slot)
-                object.isModified = true
+                object.markChanged()
             }
         }
     }

@@ -66,4 +66,22 @@ extension ManagedObject {
         clearValues(toMany: nil)
         faultState = .fulfilled
     }
+
+    /// Its values were changed from elsewhere (a child's save applied, a refresh that keeps
+    /// its unsaved changes): it has changes to save.
+    func markChanged() {
+        isModified = true
+    }
+
+    /// Becomes a key-path recorder's prototype: owned by `recorder`, every property read
+    /// recorded (see ``ObjectOwner``).
+    func enterRecording(for recorder: ObjectOwner) {
+        owner = recorder
+        setFlag(ObjectBits.recording, true)
+    }
+
+    /// Made for an ID no context can read: it reads nil and default values.
+    func becomeInaccessible() {
+        faultState = .inaccessible
+    }
 }

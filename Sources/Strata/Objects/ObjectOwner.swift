@@ -26,7 +26,7 @@ class ObjectOwner {
     func object(for id: ManagedObjectID) -> ManagedObject {
         let object = ManagedObject(entity: EntityDescription(name: id.entityName))
         object.assignID(id)
-        object.faultState = .inaccessible
+        object.becomeInaccessible()
         return object
     }
 

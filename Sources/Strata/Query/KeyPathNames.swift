@@ -155,7 +155,7 @@ final class KeyPathRecorder: ObjectOwner {
 
     deinit {
         // A prototype that outlives the recording keeps no owner.
-        for prototype in prototypes { prototype.owner = nil }
+        for prototype in prototypes { prototype.outlive(self) }
     }
 
     var result: Result<[String], FetchPredicateError> {
@@ -165,8 +165,7 @@ final class KeyPathRecorder: ObjectOwner {
     /// A prototype of `type`: default values, recording, owned by this recorder.
     func prototype(of type: ManagedObject.Type) -> ManagedObject {
         let object = type.init(entity: type.entity())
-        object.owner = self
-        object.setFlag(ObjectBits.recording, true)
+        object.enterRecording(for: self)
         prototypes.append(object)
         expected = object
         return object
