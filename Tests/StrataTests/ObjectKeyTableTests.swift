@@ -20,10 +20,14 @@ struct ObjectKeyTableTests {
             let key = randomKey()
             switch random.next() % 4 {
             case 0, 1:
-                table.insert(step, for: key)
-                oracle[key] = step
-            case 2:
+                #expect(table.insert(step, for: key) == oracle.updateValue(step, forKey: key))
+            case 2 where step % 2 == 0:
                 #expect(table.removeValue(forKey: key) == oracle.removeValue(forKey: key))
+            case 2:
+                // Removed only when the value is odd.
+                let removed = table.removeValue(forKey: key) { $0 % 2 == 1 }
+                let expected = oracle[key].flatMap { $0 % 2 == 1 ? oracle.removeValue(forKey: key) : nil }
+                #expect(removed == expected)
             default:
                 #expect(table[key] == oracle[key])
             }

@@ -1,5 +1,6 @@
 /// A hash table from ``ObjectIdentityKey`` to `Value` for a context's per-object
-/// bookkeeping (the batch of each fault of a batched fetch): open addressing with linear
+/// bookkeeping (its identity map, the batch of each fault of a batched fetch): open
+/// addressing with linear
 /// probing, at most three quarters full, deletion by backward shift, and the cheap
 /// mixing hash of ``IdentityMap`` instead of `Dictionary`'s SipHash, which cost more
 /// than the rest of a fault's bookkeeping. The keys are row keys and IDs a context made:
@@ -32,26 +33,28 @@ struct ObjectKeyTable<Value> {
         }
     }
 
-    /// Sets `value` for `key`, replacing what was there.
-    mutating func insert(_ value: Value, for key: ObjectIdentityKey) {
+    /// Sets `value` for `key`, replacing what was there; returns the value replaced.
+    @discardableResult
+    mutating func insert(_ value: Value, for key: ObjectIdentityKey) -> Value? {
         if (count + 1) * 4 > entries.count * 3 { grow(to: max(16, entries.count * 2)) }
         var index = home(key)
-        while entries[index].value != nil {
+        while let existing = entries[index].value {
             if entries[index].key == key {
                 entries[index].value = value
-                return
+                return existing
             }
             index = (index + 1) & mask
         }
         entries[index] = Entry(key: key, value: value)
         count += 1
+        return nil
     }
 
-    /// Removes `key`'s value and returns it.
+    /// Removes `key`'s value, when `isRemoved` accepts it, and returns it.
     @discardableResult
-    mutating func removeValue(forKey key: ObjectIdentityKey) -> Value? {
-        guard count > 0, var index = index(of: key) else { return nil }
-        let removed = entries[index].value
+    mutating func removeValue(forKey key: ObjectIdentityKey, where isRemoved: (Value) -> Bool = { _ in true }) -> Value? {
+        guard count > 0, var index = index(of: key), let found = entries[index].value, isRemoved(found) else { return nil }
+        let removed: Value? = found
         entries[index].value = nil
         count -= 1
         // Backward shift: pull later entries of the probe run into the hole.
@@ -87,6 +90,11 @@ struct ObjectKeyTable<Value> {
             guard let value = entry.value else { continue }
             if !isRemoved(entry.key) { insert(value, for: entry.key) }
         }
+    }
+
+    /// Calls `body` with each key and value, in no particular order.
+    func forEach(_ body: (ObjectIdentityKey, Value) throws -> Void) rethrows {
+        for entry in entries { if let value = entry.value { try body(entry.key, value) } }
     }
 
     /// Forgets every key.
