@@ -223,42 +223,17 @@ extension StoreFile {
         }
     }
 
-    /// Reads the records of `rows` (keys of `storage`'s rows) with `cursor`: a key a few
-    /// entries after the cursor's is stepped to, any other is searched for.
+    /// Reads the records of `rows` (keys of `storage`'s rows) with `cursor`, stepping
+    /// where it can (``Cursor/moveToRow(_:from:)``).
     private static func readRun(
         _ rows: ArraySlice<(entityName: String, key: UInt64)>, of storage: EntityStorage, with cursor: borrowing Cursor,
         into batch: inout RowBatch
     ) throws {
-        var current: UInt64?   // the key the cursor is at
+        var at: UInt64?   // the key the cursor is at
         for (_, key) in rows {
             guard let primaryKey = PrimaryKey(key) else { continue }
-            var found: UnsafeRawBufferPointer?
-            if let at = current, key > at, key - at <= 8 {
-                var steps = key - at
-                while steps > 0, let entry = try cursor.next() {
-                    let next = Self.rowKey(entry.key)
-                    current = next
-                    if next >= key {
-                        if next == key { found = entry.value }
-                        break
-                    }
-                    steps -= 1
-                }
-                if current.map({ $0 < key }) ?? true { current = nil }  // ran off the end: search next time
-            } else {
-                var encoded = key.bigEndian
-                let entry = try withUnsafeBytes(of: &encoded) { keyBytes throws(LMDBError) in try cursor.seek(to: keyBytes) }
-                found = entry?.value
-                current = entry == nil ? nil : key
-            }
-            if let found { batch.append(entity: storage, key: primaryKey, record: found) }
+            if let record = try cursor.moveToRow(key, from: &at) { batch.append(entity: storage, key: primaryKey, record: record) }
         }
-    }
-
-    /// A row table's key (a big-endian primary key) as an integer.
-    private static func rowKey(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
-        guard bytes.count == 8 else { return 0 }
-        return UInt64(bigEndian: bytes.loadUnaligned(as: UInt64.self))
     }
 
     /// The destinations of `relationship` of each of `owners`, read in one transaction

@@ -453,9 +453,8 @@ struct StoreWriter: ~Copyable {
     ///
     /// The stored record is read in place (in LMDB's page, before anything is written):
     /// only its version, whether it holds unknown fields, and the values of indexed
-    /// attributes are taken from it. `cursor` walks the entity's rows: `at` is the key it
-    /// stands on (nil: unknown), and a key a few entries on is stepped to, not searched
-    /// for; the new record then replaces the entry where the cursor stands.
+    /// attributes are taken from it. `cursor` walks the entity's rows (`at`: see
+    /// ``Cursor/moveToRow(_:from:)``); the new record replaces the entry where it stands.
     private mutating func updateRow(
         _ record: UnsafeRawBufferPointer, indexValues: UnsafeRawBufferPointer, key: PrimaryKey, storage: EntityStorage,
         cursor: borrowing Cursor, at: inout UInt64?
@@ -467,9 +466,7 @@ struct StoreWriter: ~Copyable {
         var oldParts = indexed.map { slot in storage.attributes[slot].indexKind.flatMap { IndexLayout.valuePart(nil, kind: $0) } }
         var hasUnknownFields = false
         var keyBytes = key.rawValue.bigEndian
-        let stored = try withUnsafeBytes(of: &keyBytes) { encodedKey throws(LMDBError) in
-            try Self.position(cursor, on: key.rawValue, encoded: encodedKey, at: &at)
-        }
+        let stored = try cursor.moveToRow(key.rawValue, from: &at)
         guard let stored else {
             throw StoreWriteError.conflict([StoreConflict(objectID: store.objectID(entity: storage.name, key: key), expectedVersion: 0, storedVersion: nil)])
         }
@@ -519,29 +516,6 @@ struct StoreWriter: ~Copyable {
             if let oldPart { try txn.pointee.delete(forKey: oldPart + key.encoded, in: index) }
             if !newPart.isEmpty { try txn.pointee.put([UInt8](), forKey: Array(newPart) + key.encoded, in: index) }
         }
-    }
-
-    /// Moves `cursor` to row `key` (`encoded`, big-endian) and returns its record, or nil
-    /// when there is no such row. From `at` (the key the cursor stands on), a key up to
-    /// eight entries on is stepped to; any other is searched for. `at` becomes the key
-    /// the cursor stands on, or nil when that is unknown.
-    private static func position(
-        _ cursor: borrowing Cursor, on key: UInt64, encoded: UnsafeRawBufferPointer, at: inout UInt64?
-    ) throws(LMDBError) -> UnsafeRawBufferPointer? {
-        if let current = at, key > current, key - current <= 8 {
-            var steps = key - current
-            while steps > 0, let entry = try cursor.next() {
-                guard entry.key.count == 8 else { break }
-                let next = UInt64(bigEndian: entry.key.loadUnaligned(as: UInt64.self))
-                at = next
-                if next >= key { return next == key ? entry.value : nil }
-                steps -= 1
-            }
-            // Ran off the end (or met a key that is not a row's): search.
-        }
-        let entry = try cursor.seek(to: encoded)
-        at = entry == nil ? nil : key
-        return entry?.value
     }
 
     /// Adds the index entries of a new row to `entries`, put in order by ``write(_:)``.
