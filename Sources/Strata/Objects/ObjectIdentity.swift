@@ -12,6 +12,13 @@ struct ObjectIdentityKey: Hashable {
     var high: UInt64
     var low: UInt64
 
+    /// The key of the two words `high` and `low`.
+    @inline(__always)
+    init(high: UInt64, low: UInt64) {
+        self.high = high
+        self.low = low
+    }
+
     /// The key of row `primaryKey` of the entity named by `entity` in store `store`.
     @inline(__always)
     init(store: UInt32, entity: UInt32, primaryKey: UInt64) {
