@@ -47,7 +47,7 @@ extension ObjectGraph {
         let keepsRows = deferringRows && storeRequest.resultType == .managedObject
         let sink: FetchRowSink? = merging || keepsRows || parentContext != nil || !streamable ? nil : streamed
         var objects: [ManagedObject] = []
-        defer { for object in streamed.filled { object.awakeFromFetch() } }
+        defer { streamed.awakeFilled() }
         for rows in try upstreamFetch(storeRequest, sink: sink) {
             switch rows {
             case .rows(let batch) where deferringRows:
@@ -96,7 +96,7 @@ extension ObjectGraph {
                 break
             }
         }
-        if !streamed.objects.isEmpty { objects = streamed.objects + objects }
+        if !streamed.objects.isEmpty { objects = objects.isEmpty ? streamed.objects : streamed.objects + objects }
         guard merging else { return objects }
         // The stores' rows, seen through this context's changes.
         let predicate = request.predicate
@@ -328,8 +328,10 @@ final class StreamedFetch: FetchRowSink {
     private let inTree: Bool
     /// The fetched objects, in order.
     @exclusivity(unchecked) private(set) var objects: [ManagedObject] = []
-    /// The objects that were faults and were filled in from their rows.
-    @exclusivity(unchecked) private(set) var filled: [ManagedObject] = []
+    /// The positions in `objects` of the objects that were faults and were filled in
+    /// from their rows, as runs (a cold context's fetch fills them all: one run, where
+    /// an array of the objects cost a retain and a release each).
+    @exclusivity(unchecked) private var filled: [Range<Int>] = []
     /// The store of the last row, and its number.
     @exclusivity(unchecked) private var file: StoreFile?
     @exclusivity(unchecked) private var storeNumber: UInt32 = 0
@@ -352,9 +354,21 @@ final class StreamedFetch: FetchRowSink {
         let object = graph.object(forRow: key.rawValue, of: storage.entity, store: storeNumber, inTree: inTree)
         if object.faultState == .fault {
             try object.apply(record: record, of: storage, key: key, in: store)
-            filled.append(object)
+            let position = objects.count
+            if let last = filled.last, last.upperBound == position {
+                filled[filled.count - 1] = last.lowerBound..<position + 1
+            } else {
+                filled.append(position..<position + 1)
+            }
         }
         objects.append(object)
+    }
+
+    /// Calls `awakeFromFetch()` on the objects filled in, in fetch order.
+    func awakeFilled() {
+        for run in filled {
+            for position in run { objects[position].awakeFromFetch() }
+        }
     }
 
     func take(key: PrimaryKey, of storage: EntityStorage, in store: StoreFile) throws {

@@ -243,7 +243,12 @@ final class ObjectGraph: ObjectOwner {
 
     /// Registers `object` (its owner is this graph) under its ID.
     private func register(_ object: ManagedObject) {
-        identities.insert(object, for: object.identityKey)
+        register(object, as: object.identityKey)
+    }
+
+    /// ``register(_:)`` with the object's identity key, when the caller has it.
+    private func register(_ object: ManagedObject, as key: ObjectIdentityKey) {
+        identities.insert(object, for: key)
         if retainsRegisteredObjects { retained[ObjectIdentifier(object)] = object }
     }
 
@@ -292,13 +297,14 @@ final class ObjectGraph: ObjectOwner {
     /// unless the context is in a tree, `inTree` (``isInTree``), where the row may be
     /// known by a temporary ID).
     func object(forRow key: UInt64, of entity: EntityDescription, store: UInt32, inTree: Bool) -> ManagedObject {
-        if let registered = identities[ObjectIdentityKey(store: store, entity: entity.nameNumber, primaryKey: key)] { return registered }
+        let identityKey = ObjectIdentityKey(store: store, entity: entity.nameNumber, primaryKey: key)
+        if let registered = identities[identityKey] { return registered }
         if inTree, let registered = registeredObject(for: ManagedObjectID(storeNumber: store, entityName: entity.name, primaryKey: key)) {
             return registered
         }
         let object = entity.managedObjectClass.init(entity: entity)
         object.becomeNewFault(store: store, primaryKey: key, owner: self)
-        register(object)
+        register(object, as: identityKey)
         return object
     }
 

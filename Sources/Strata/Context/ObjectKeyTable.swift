@@ -33,6 +33,10 @@ struct ObjectKeyTable<Value> {
     private var mask = 0
     /// The number of groups.
     private var groupCount = 0
+    /// The group-table entry an insert or removal last used: the next key is mostly of
+    /// the same group (keys come in row order), and an entry that still holds that
+    /// group's key is that group's, so the hint needs no invalidation.
+    private var lastGroup = 0
     /// The pages, one after another.
     private var slots: [Value?] = []
     /// Pages of `slots` no group uses.
@@ -58,6 +62,7 @@ struct ObjectKeyTable<Value> {
     mutating func insert(_ value: Value, for key: ObjectIdentityKey) -> Value? {
         let groupKey = Self.groupKey(key)
         if let group = index(ofGroup: groupKey) {
+            lastGroup = group
             let slot = Self.slot(of: key, page: groups[group].page)
             let replaced = slots[slot]
             slots[slot] = value
@@ -73,6 +78,7 @@ struct ObjectKeyTable<Value> {
         while groups[index].filled != 0 { index = (index + 1) & mask }
         groups[index] = Group(key: groupKey, page: page, filled: 1)
         groupCount += 1
+        lastGroup = index
         slots[Self.slot(of: key, page: page)] = value
         count += 1
         return nil
@@ -82,6 +88,7 @@ struct ObjectKeyTable<Value> {
     @discardableResult
     mutating func removeValue(forKey key: ObjectIdentityKey, where isRemoved: (Value) -> Bool = { _ in true }) -> Value? {
         guard count > 0, let group = index(ofGroup: Self.groupKey(key)) else { return nil }
+        lastGroup = group
         let slot = Self.slot(of: key, page: groups[group].page)
         guard let found = slots[slot], isRemoved(found) else { return nil }
         slots[slot] = nil
@@ -125,6 +132,7 @@ struct ObjectKeyTable<Value> {
         groups = []
         mask = 0
         groupCount = 0
+        lastGroup = 0
         slots = []
         freePages = []
         count = 0
@@ -153,6 +161,7 @@ struct ObjectKeyTable<Value> {
 
     private func index(ofGroup key: ObjectIdentityKey) -> Int? {
         guard groupCount > 0 else { return nil }
+        if groups[lastGroup].key == key && groups[lastGroup].filled != 0 { return lastGroup }
         var index = home(key)
         while groups[index].filled != 0 {
             if groups[index].key == key { return index }
@@ -199,6 +208,7 @@ struct ObjectKeyTable<Value> {
         let old = groups
         groups = Array(repeating: Group(key: ObjectIdentityKey(high: 0, low: 0), page: 0, filled: 0), count: capacity)
         mask = capacity - 1
+        lastGroup = 0
         for group in old where group.filled != 0 {
             var index = home(group.key)
             while groups[index].filled != 0 { index = (index + 1) & mask }
