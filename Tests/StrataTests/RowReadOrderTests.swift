@@ -2,9 +2,10 @@ import Foundation
 @testable import Strata
 import Testing
 
-/// ``StoreFile/readRecords(ofRows:)`` steps its cursor to keys a few entries on and
-/// searches for the others: whatever the order and gaps of the keys asked for, it must
-/// find exactly what a search per key finds, in the order asked.
+/// ``StoreFile/forEachRecord(of:_:)`` (the read of a batch of faults) steps its cursor to
+/// keys a few entries on and searches for the others: whatever the order and gaps of the
+/// keys asked for, it must find exactly what a search per key finds, in the order asked,
+/// each record handed over with its own object.
 @Suite("Row reads by key")
 struct RowReadOrderTests {
     @Test("keys in order, with gaps, backwards, repeated, missing, deleted and past the end: the same rows as one search per key")
@@ -21,12 +22,20 @@ struct RowReadOrderTests {
         try #require(keys.count == 60 && keys == keys.sorted())
         let store = try #require(coordinator.persistentStores.first).file
         let last = keys[59]
+        let entity = try #require(coordinator.managedObjectModel.entitiesByName["Note"])
 
         func read(_ wanted: [UInt64]) throws -> [(UInt64, [UInt8])] {
-            let batch = try store.readRecords(ofRows: wanted.map { ("Note", $0) })
-            return batch.rows.indices.map { index in
-                (batch.rows[index].key, batch.withRecord(of: index) { Array($0) })
+            let objects = wanted.map { key in
+                let object = entity.managedObjectClass.init(entity: entity)
+                object.rowKey = key
+                return object
             }
+            var rows: [(UInt64, [UInt8])] = []
+            try store.forEachRecord(of: objects) { object, storage, key, record in
+                #expect(object.rowKey == key.rawValue && storage.name == "Note")
+                rows.append((key.rawValue, Array(record)))
+            }
+            return rows
         }
         // The oracle: one run (one search) per key.
         func searched(_ wanted: [UInt64]) throws -> [(UInt64, [UInt8])] {

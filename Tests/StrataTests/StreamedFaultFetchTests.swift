@@ -49,4 +49,39 @@ struct StreamedFaultFetchTests {
             #expect(try context.fetch(FetchRequest<Note>()).count == 39)
         }
     }
+
+    @Test("a batch of faults from two LMDB stores fires together: each object gets its own store's row")
+    func batchesAcrossStores() async throws {
+        let directory = TemporaryDirectory()
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: NotesModel.model)
+        _ = try await coordinator.addPersistentStore(
+            type: .lmdb, at: directory.url.appendingPathComponent("First.strata"), options: CoordinatorStoreTests.options)
+        let second = try await coordinator.addPersistentStore(
+            type: .lmdb, at: directory.url.appendingPathComponent("Second.strata"), options: CoordinatorStoreTests.options)
+        let titles = (0..<30).map { String(format: "n%02d", $0) }
+        try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+            for (index, title) in titles.enumerated() {
+                let note = Note()
+                note.title = title
+                note.priority = Int16(index % 5)
+                try context.insert(note)
+                if index % 2 == 1 { try context.assign(note, to: second) }   // the stores alternate
+            }
+            try context.save()
+        }
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try await context.perform { context in
+            var request = FetchRequest<Note>()
+            request.sortDescriptors = [FetchSortDescriptor(key: "title")]
+            request.fetchBatchSize = 4
+            let notes = try context.fetch(request)
+            #expect(notes.count == 30)
+            #expect(notes[5].isFault && notes[6].isFault)
+            #expect(notes[5].title == "n05")                 // fires the batch n04...n07, both stores
+            #expect(!notes[6].isFault && notes[6].priority == 1)
+            #expect(notes.map(\.title) == titles)
+            #expect(notes.map(\.priority) == titles.indices.map { Int16($0 % 5) })
+            #expect(notes.map { coordinator.persistentStore(for: $0.objectID) == second } == titles.indices.map { $0 % 2 == 1 })
+        }
+    }
 }

@@ -51,14 +51,14 @@ extension ObjectGraph {
         if !paths.isEmpty { try prefetch(paths, for: first) }
         var start = size
         while start < objects.count {
-            let members = objects[start..<min(start + size, objects.count)]
-                .filter { $0.faultState == .fault && ($0.hasTemporaryID ? parentContext != nil : true) }
-            if !members.isEmpty {
-                let keys = members.map(\.identityKey)
-                let batch = FetchBatch(keys: keys, prefetching: paths)
-                batching.batches.reserveCapacity(keys.count)
-                for key in keys { batching.batches.insert(batch, for: key) }
+            var keys: [ObjectIdentityKey] = []
+            keys.reserveCapacity(size)
+            let inTree = parentContext != nil
+            for index in start..<min(start + size, objects.count) {
+                let member = objects[index]
+                if member.faultState == .fault && (inTree || !member.hasTemporaryID) { keys.append(member.identityKey) }
             }
+            if !keys.isEmpty { batching.batches.insert(FetchBatch(keys: keys, prefetching: paths), forEach: keys) }
             start += size
         }
     }
@@ -127,21 +127,29 @@ extension ObjectGraph {
     }
 
     /// ``applyRows(of:)`` for a root context reading its stores' latest state: each
-    /// store's rows in one read by primary key, applied in the order they come.
+    /// store's rows in one read by primary key, decoded straight from the store's pages
+    /// into the objects in the order they come; the objects awake from fetch after the
+    /// read, outside its transaction.
     private func applyRowsByKey(of objects: [ManagedObject]) throws {
         let stores = try coordinator.persistentStores
-        var byStore: [UInt32: [ManagedObject]] = [:]
-        for object in objects where !object.hasTemporaryID { byStore[object.storeNumber, default: []].append(object) }
+        // Mostly one store: grouped without hashing then.
+        let permanent = objects.filter { !$0.hasTemporaryID }
+        guard let first = permanent.first else { return }
+        var byStore: [(number: UInt32, objects: [ManagedObject])]
+        if permanent.allSatisfy({ $0.storeNumber == first.storeNumber }) {
+            byStore = [(first.storeNumber, permanent)]
+        } else {
+            byStore = Dictionary(grouping: permanent, by: \.storeNumber).map { ($0.key, $0.value) }
+        }
+        var filled: [ManagedObject] = []
+        filled.reserveCapacity(permanent.count)
+        defer { for object in filled { object.awakeFromFetch() } }
         for (number, members) in byStore {
             guard let store = stores.first(where: { StoreNumbers.number(for: $0.identifier) == number }) else { continue }
-            let batch = try coordinator.records(of: members.map { ($0.entity.name, $0.rowKey) }, in: store)
-            let records = FetchedRecords(batch)
-            for index in batch.rows.indices {
-                guard let storage = batch.storage(of: index),
-                      let object = registeredObject(store: number, entity: storage.entity, primaryKey: batch.rows[index].key),
-                      object.faultState == .fault, object.owner === self
-                else { continue }
-                try FetchedRow.record(records, index).apply(to: object)
+            try coordinator.forEachRecord(of: members, in: store) { object, storage, key, record in
+                guard object.faultState == .fault, object.owner === self else { return }
+                try object.apply(record: record, of: storage, key: key, in: store.file)
+                filled.append(object)
             }
         }
     }
@@ -151,9 +159,16 @@ extension ObjectGraph {
     /// batch; it may still be a fault then if its row is missing.
     func fireBatch(of object: ManagedObject) throws -> Bool {
         guard !batching.batches.isEmpty, let batch = batching.batches[object.identityKey] else { return false }
-        for key in batch.keys { batching.batches.removeValue(forKey: key) }
-        let members = batch.keys.compactMap { registeredObject(forKey: $0) }.filter { $0.faultState == .fault && $0.owner === self }
-        try applyRows(of: members.contains { $0 === object } ? members : members + [object])
+        var members: [ManagedObject] = []
+        members.reserveCapacity(batch.keys.count)
+        var includesObject = false
+        for key in batch.keys {
+            batching.batches.removeValue(forKey: key)
+            guard let member = registeredObject(forKey: key), member.faultState == .fault, member.owner === self else { continue }
+            members.append(member)
+            if member === object { includesObject = true }
+        }
+        try applyRows(of: includesObject ? members : members + [object])
         if !batch.prefetching.isEmpty {
             try prefetch(batch.prefetching, for: members.filter { $0.faultState == .fulfilled })
         }

@@ -104,7 +104,15 @@ struct ObjectKeyTable<Value> {
         var capacity = max(16, groups.count)
         while pages * 4 > capacity * 3 { capacity *= 2 }
         if capacity > groups.count { grow(to: capacity) }
-        slots.reserveCapacity(pages * Self.pageSize)
+        // Geometric growth: reserving exactly what a batch needs, batch after batch,
+        // would copy the slots each time.
+        if pages * Self.pageSize > slots.capacity { slots.reserveCapacity(max(pages * Self.pageSize, 2 * slots.capacity)) }
+    }
+
+    /// Sets `value` for each of `keys`.
+    mutating func insert(_ value: Value, forEach keys: some Collection<ObjectIdentityKey>) {
+        reserveCapacity(keys.count)
+        for key in keys { insert(value, for: key) }
     }
 
     /// Removes the keys `isRemoved` accepts.

@@ -82,11 +82,15 @@ extension PersistentStoreCoordinator {
         return (cached, batches)
     }
 
-    /// The stored records of the rows `rows` (entity name and primary key) of `store`,
-    /// read in one read transaction, not cached; missing rows are left out.
-    nonisolated func records(of rows: [(entityName: String, key: UInt64)], in store: PersistentStore) throws -> RowBatch {
+    /// Calls `body` with each of `objects` whose row `store` holds (by entity and primary
+    /// key), with the row's stored record, in one read transaction, not cached: the
+    /// record is valid only during the call. Objects without a row are skipped.
+    nonisolated func forEachRecord(
+        of objects: [ManagedObject], in store: PersistentStore,
+        _ body: (ManagedObject, EntityStorage, PrimaryKey, UnsafeRawBufferPointer) throws -> Void
+    ) throws {
         countRead()
-        return try store.file.readRecords(ofRows: rows)
+        try store.file.forEachRecord(of: objects, body)
     }
 
     /// The rows of `ids` in `generation`'s snapshots, as stored records.
@@ -198,41 +202,33 @@ extension StoreFile {
         }
     }
 
-    /// The stored records of `rows` (entity name and primary key) that exist, read in one
-    /// transaction.
-    func readRecords(ofRows rows: [(entityName: String, key: UInt64)]) throws -> RowBatch {
+    /// Calls `body` with each of `objects` whose row exists (by entity and primary key)
+    /// and its stored record, in one read transaction; the record is valid only during
+    /// the call.
+    func forEachRecord(
+        of objects: [ManagedObject], _ body: (ManagedObject, EntityStorage, PrimaryKey, UnsafeRawBufferPointer) throws -> Void
+    ) throws {
         try withReadTransaction(in: nil) { txn in
-            var batch = RowBatch(store: self)
             var start = 0
             // Each run of rows of one entity through one cursor: rows asked for in key
-            // order (a fetch's batch, a save's changed objects) are mostly the next entry
-            // or a few entries on, reached without a search from the root.
-            while start < rows.count {
-                let entityName = rows[start].entityName
+            // order (a fetch's batch) are mostly the next entry or a few entries on,
+            // reached without a search from the root (``Cursor/moveToRow(_:from:)``).
+            while start < objects.count {
+                let entity = objects[start].entity
                 var end = start + 1
-                while end < rows.count, rows[end].entityName == entityName { end += 1 }
-                let storage = try entityStorage(named: entityName)
+                while end < objects.count, objects[end].entity === entity { end += 1 }
+                let storage = try entityStorage(named: entity.name)
                 if let table = storage.rows {
                     try txn.withCursor(on: table) { cursor in
-                        try Self.readRun(rows[start..<end], of: storage, with: cursor, into: &batch)
+                        var at: UInt64?   // the key the cursor is at
+                        for object in objects[start..<end] {
+                            guard let key = PrimaryKey(object.rowKey) else { continue }
+                            if let record = try cursor.moveToRow(key.rawValue, from: &at) { try body(object, storage, key, record) }
+                        }
                     }
                 }
                 start = end
             }
-            return batch
-        }
-    }
-
-    /// Reads the records of `rows` (keys of `storage`'s rows) with `cursor`, stepping
-    /// where it can (``Cursor/moveToRow(_:from:)``).
-    private static func readRun(
-        _ rows: ArraySlice<(entityName: String, key: UInt64)>, of storage: EntityStorage, with cursor: borrowing Cursor,
-        into batch: inout RowBatch
-    ) throws {
-        var at: UInt64?   // the key the cursor is at
-        for (_, key) in rows {
-            guard let primaryKey = PrimaryKey(key) else { continue }
-            if let record = try cursor.moveToRow(key, from: &at) { batch.append(entity: storage, key: primaryKey, record: record) }
         }
     }
 
