@@ -183,6 +183,8 @@ struct ObjectKeyTable<Value> {
         if let page = freePages.popLast() { return page }
         let page = Int32(slots.count / Self.pageSize)
         slots.append(contentsOf: repeatElement(nil, count: Self.pageSize))
+        // Room to free every page without growing the list in an object's deinit.
+        if freePages.capacity <= Int(page) { freePages.reserveCapacity(max(64, 2 * freePages.capacity)) }
         return page
     }
 

@@ -179,6 +179,7 @@ public enum RecordCodec {
         }
 
         /// The next field's number and tag; nil at the end of the record.
+        @inline(__always)
         mutating func nextField() throws(RecordDecodingError) -> (UInt32, Tag)? {
             guard offset < bytes.count else { return nil }
             let start = offset
