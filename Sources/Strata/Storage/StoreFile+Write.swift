@@ -94,8 +94,10 @@ struct StoreWriter: ~Copyable {
     /// The latest snapshot of each object with an ordered one-to-many relationship
     /// written in this transaction: their links are ordered by ``finish()``.
     var pendingOrders: [ManagedObjectID: ObjectSnapshot] = [:]
-    /// The last key appended to each entity's rows (by entity number) in this transaction.
-    private var lastAppended: [UInt16: UInt64] = [:]
+    /// The last key appended to each entity's rows in this transaction, indexed by entity
+    /// number (0 for none; entity numbers are small and dense). An array, not a
+    /// dictionary: it is read and written for every new row.
+    private var lastAppended: [UInt64] = []
 
     /// The owner of links in one links database.
     struct LinkOwner: Hashable {
@@ -430,10 +432,12 @@ struct StoreWriter: ~Copyable {
         let txn = reader.transaction
         var encoded = key.rawValue.bigEndian
         try withUnsafeBytes(of: &encoded) { keyBytes in
-            if assigned, key.rawValue > (lastAppended[storage.number] ?? 0) {
+            let entity = Int(storage.number)
+            if assigned, key.rawValue > (entity < lastAppended.count ? lastAppended[entity] : 0) {
                 do {
                     try txn.pointee.put(record, forKey: keyBytes, in: rows, flags: [.noOverwrite, .append])
-                    lastAppended[storage.number] = key.rawValue
+                    if entity >= lastAppended.count { lastAppended += repeatElement(0, count: entity + 1 - lastAppended.count) }
+                    lastAppended[entity] = key.rawValue
                     return
                 } catch LMDBError.keyExists {
                     // Not after the last stored key after all: an ordinary put says whether it exists.
@@ -631,16 +635,10 @@ struct IndexEntryBatches {
         /// Calls `body` with every entry, in key order (bytewise, as LMDB compares).
         func forEachInOrder(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
             try bytes.withUnsafeBytes { buffer in
-                let base = buffer.baseAddress!
-                func precedes(_ a: (prefix: UInt64, start: Int32, count: Int32), _ b: (prefix: UInt64, start: Int32, count: Int32)) -> Bool {
-                    if a.prefix != b.prefix { return a.prefix < b.prefix }
-                    let common = Int(min(a.count, b.count))
-                    let compared = memcmp(base + Int(a.start), base + Int(b.start), common)
-                    return compared != 0 ? compared < 0 : a.count < b.count
+                guard let base = buffer.baseAddress else { return }
+                for entry in IndexEntryOrder.sorted(entries, base: base) {
+                    try body(UnsafeRawBufferPointer(start: base + Int(entry.start), count: Int(entry.count)))
                 }
-                let inOrder = entries.indices.dropFirst().allSatisfy { !precedes(entries[$0], entries[$0 - 1]) }
-                let order = inOrder ? entries : entries.sorted(by: precedes)
-                for entry in order { try body(UnsafeRawBufferPointer(start: base + Int(entry.start), count: Int(entry.count))) }
             }
         }
     }
