@@ -54,10 +54,37 @@ protocol RowSource {
     func rowRelationships() -> [RelationshipSnapshot]
     /// The row's object ID, when it must travel with the row.
     var rowObjectID: ManagedObjectID { get }
+    /// Appends attribute `slot`'s field, numbered `number`, straight from where the source
+    /// keeps it, when it holds the value unboxed in the type `type` stores; false (nothing
+    /// appended) to go through ``rowAttribute(_:)``.
+    func appendUnboxedField(_ slot: Int, number: UInt32, of type: AttributeType, to bytes: inout [UInt8]) -> Bool
+}
+
+extension RowSource {
+    func appendUnboxedField(_ slot: Int, number: UInt32, of type: AttributeType, to bytes: inout [UInt8]) -> Bool { false }
 }
 
 extension ManagedObject: RowSource {
     func rowAttribute(_ slot: Int) -> AttributeValue? { attributeValue(at: slot) }
+
+    /// A plain typed field of an attribute of the field's own type (a 64-bit integer, a
+    /// double, a date or a string) is encoded from the field: no ``AttributeValue`` is made,
+    /// and there is nothing to check, as the field cannot hold a value the attribute
+    /// refuses. (A field standing in for a nil is not plain: `nilOverrides`.)
+    func appendUnboxedField(_ slot: Int, number: UInt32, of type: AttributeType, to bytes: inout [UInt8]) -> Bool {
+        guard _bits & ObjectBits.nilOverrides == 0, case .field(let offset, .plain(let base)) = _entity.layout.attributes[slot] else {
+            return false
+        }
+        switch (base, type) {
+        case (.int64, .integer64): RecordCodec.appendInteger(number, fieldPointer(at: offset, as: Int64.self).pointee, to: &bytes)
+        case (.int, .integer64): RecordCodec.appendInteger(number, Int64(fieldPointer(at: offset, as: Int.self).pointee), to: &bytes)
+        case (.double, .double): RecordCodec.appendDouble(number, fieldPointer(at: offset, as: Double.self).pointee, to: &bytes)
+        case (.date, .date): RecordCodec.appendDate(number, fieldPointer(at: offset, as: Date.self).pointee, to: &bytes)
+        case (.string, .string): RecordCodec.appendString(number, fieldPointer(at: offset, as: String.self).pointee, to: &bytes)
+        default: return false
+        }
+        return true
+    }
     func rowRelationships() -> [RelationshipSnapshot] { entity.relationships.indices.map { relationshipStorage(at: $0).snapshot } }
     var rowObjectID: ManagedObjectID { objectID }
 }
@@ -84,7 +111,9 @@ enum RowEncoder {
         let start = rows.bytes.count
         RecordCodec.appendHeader(version: baseVersion + 1, to: &rows.bytes)
         for (number, field) in storage.fieldOrder {
-            guard case .attribute(let slot) = field, let value = source.rowAttribute(slot) else { continue }
+            guard case .attribute(let slot) = field else { continue }
+            if source.appendUnboxedField(slot, number: number, of: storage.attributes[slot].type, to: &rows.bytes) { continue }
+            guard let value = source.rowAttribute(slot) else { continue }
             guard storage.attributes[slot].type.accepts(value) else {
                 rows.bytes.removeLast(rows.bytes.count - start)
                 let attribute = storage.attributes[slot].description

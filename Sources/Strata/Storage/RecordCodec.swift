@@ -81,23 +81,18 @@ public enum RecordCodec {
         @inline(__always) func head(_ tag: Tag) { appendVarint(UInt64(number) << 4 | UInt64(tag.rawValue), to: &bytes) }
         switch value {
         case .integer(let n):
-            head(.integer)
-            appendVarint(UInt64(bitPattern: (n << 1) ^ (n >> 63)), to: &bytes)
+            appendInteger(number, n, to: &bytes)
         case .double(let d):
-            head(.double)
-            withUnsafeBytes(of: d.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
+            appendDouble(number, d, to: &bytes)
         case .float(let f):
             head(.float)
             withUnsafeBytes(of: f.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
         case .boolean(let b):
             head(b ? .trueValue : .falseValue)
-        case .string(var s):
-            head(.string)
-            // Native strings hand out their UTF-8 bytes contiguously: one copy.
-            s.withUTF8 { appendLengthPrefixed(UnsafeRawBufferPointer($0), to: &bytes) }
+        case .string(let s):
+            appendString(number, s, to: &bytes)
         case .date(let date):
-            head(.date)
-            withUnsafeBytes(of: date.timeIntervalSinceReferenceDate.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
+            appendDate(number, date, to: &bytes)
         case .binaryData(let data):
             head(.binaryData)
             appendLengthPrefixed(data, to: &bytes)
@@ -114,6 +109,37 @@ public enum RecordCodec {
             head(.transformable)
             appendLengthPrefixed(data, to: &bytes)
         }
+    }
+
+    /// Appends an `integer` field (zigzag varint): what ``appendField(_:_:to:)`` writes for
+    /// ``AttributeValue/integer(_:)``, for encoders that hold the value unboxed.
+    @inline(__always)
+    static func appendInteger(_ number: UInt32, _ n: Int64, to bytes: inout [UInt8]) {
+        appendVarint(UInt64(number) << 4 | UInt64(Tag.integer.rawValue), to: &bytes)
+        appendVarint(UInt64(bitPattern: (n << 1) ^ (n >> 63)), to: &bytes)
+    }
+
+    /// Appends a `double` field (8 bytes, little-endian).
+    @inline(__always)
+    static func appendDouble(_ number: UInt32, _ d: Double, to bytes: inout [UInt8]) {
+        appendVarint(UInt64(number) << 4 | UInt64(Tag.double.rawValue), to: &bytes)
+        withUnsafeBytes(of: d.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    /// Appends a `date` field (its seconds since 2001 as a double).
+    @inline(__always)
+    static func appendDate(_ number: UInt32, _ date: Date, to bytes: inout [UInt8]) {
+        appendVarint(UInt64(number) << 4 | UInt64(Tag.date.rawValue), to: &bytes)
+        withUnsafeBytes(of: date.timeIntervalSinceReferenceDate.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    /// Appends a `string` field (length-prefixed UTF-8).
+    @inline(__always)
+    static func appendString(_ number: UInt32, _ string: String, to bytes: inout [UInt8]) {
+        appendVarint(UInt64(number) << 4 | UInt64(Tag.string.rawValue), to: &bytes)
+        var string = string
+        // Native strings hand out their UTF-8 bytes contiguously: one copy.
+        string.withUTF8 { appendLengthPrefixed(UnsafeRawBufferPointer($0), to: &bytes) }
     }
 
     /// Decodes a record from any bytes.
