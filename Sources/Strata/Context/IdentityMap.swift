@@ -1,7 +1,8 @@
 /// The registered objects of one context, one per object ID, by ``ObjectIdentityKey``.
 ///
-/// An ``ObjectKeyTable`` (open addressing, at most three quarters full, deletion by
-/// backward shift) of 24-byte entries: the two key words and an unowned reference.
+/// An ``ObjectKeyTable`` of unowned references: pages of neighbouring primary keys, so
+/// that a fetch in key order registers, and its objects leaving memory unregister, in
+/// memory order.
 /// The map never holds an object alive: an object leaving memory removes its own entry
 /// (``ManagedObject``'s `deinit` tells its owner), so there are no weak references
 /// (whose side tables cost an allocation per object) and no sweeps of dead entries.

@@ -4,8 +4,8 @@
 /// Two levels, so that the keys a fetch meets in row order touch memory in order: keys
 /// are grouped by their store, entity and primary key divided by ``pageSize``; a small
 /// open-addressing table (linear probing, at most three quarters full, deletion by
-/// backward shift, the cheap mixing hash of ``IdentityMap`` instead of `Dictionary`'s
-/// SipHash) maps each group to a page of ``pageSize`` value slots in one flat array,
+/// backward shift, a multiplicative mixing of the key's two words instead of
+/// `Dictionary`'s SipHash) maps each group to a page of ``pageSize`` value slots in one flat array,
 /// and the primary key's low bits pick the slot. A million objects fetched in key order
 /// then probe a 3 MB group table (one probe per sixteen objects mostly hits the cache)
 /// and fill pages one after another, where one entry per object in a 48 MB table missed
@@ -160,7 +160,8 @@ struct ObjectKeyTable<Value> {
         Int(page) * pageSize + Int(truncatingIfNeeded: key.low) & (pageSize - 1)
     }
 
-    /// The group-table entry a group key hashes to (the mixing of ``IdentityMap``).
+    /// The group-table entry a group key hashes to: its two words multiplied by odd
+    /// constants and folded.
     @inline(__always)
     private func home(_ key: ObjectIdentityKey) -> Int {
         let mixed = (key.low &* 0x9E37_79B9_7F4A_7C15) ^ (key.high &* 0xC2B2_AE3D_27D4_EB4F)
