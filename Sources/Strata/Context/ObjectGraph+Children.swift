@@ -16,11 +16,14 @@ extension ObjectGraph {
     }
 
     /// What this context has for `id`.
-    private func localRow(_ id: ManagedObjectID) -> LocalRow {
+    private func localRow(_ id: ManagedObjectID) throws(StrataError) -> LocalRow {
         guard let object = registeredObject(for: id) else {
             return .upstream(id.isTemporaryID ? family.permanentID(for: id) ?? id : id)
         }
         if object.isDeleted { return .gone }
+        // Changes taken from another child before the object was read: read it now, so
+        // that this child sees them.
+        if object.holdsUnreadChanges, !object.fulfilIfNeeded() { try object.throwIfStorageFailed() }
         switch object.faultState {
         case .fulfilled: return .row(snapshotForChild(of: object))
         case .inaccessible: return .gone
@@ -50,7 +53,7 @@ extension ObjectGraph {
         var found: [ManagedObjectID: ObjectSnapshot] = [:]
         var upstream: [(asked: ManagedObjectID, id: ManagedObjectID)] = []
         for id in ids {
-            switch localRow(id) {
+            switch try localRow(id) {
             case .row(let snapshot): found[id] = snapshot
             case .gone: continue
             case .upstream(let upstreamID) where mayReadUpstream(upstreamID): upstream.append((id, upstreamID))
@@ -128,12 +131,18 @@ extension ObjectGraph {
         // Check every existing object first, so a failure changes nothing.
         var conflicts: [MergeConflict] = []
         let updatedCount = save.updated.count
+        // Changes to objects this context has not read, at the row versions stored:
+        // taken without reading the objects' values.
+        let unread = try unreadChanges(in: save)
         let ids = save.updated.map(\.objectID) + save.deleted + save.checked
-        let targets = ids.map(object(for:))
+        let targets = unread.isEmpty ? ids.map(object(for:)) : ids.indices.map { index in
+            index < updatedCount ? unread[index] ?? object(for: ids[index]) : object(for: ids[index])
+        }
+        func isUnread(_ index: Int) -> Bool { index < unread.count && unread[index] != nil }
         // The faults among them read in one transaction per store; one that cannot be
         // read that way is read (and its failure reported) on its own below.
-        try? fulfilFaults(targets)
-        for (index, object) in targets.enumerated() {
+        try? fulfilFaults(unread.isEmpty ? targets : targets.indices.compactMap { isUnread($0) ? nil : targets[$0] })
+        for (index, object) in targets.enumerated() where !isUnread(index) {
             let id = ids[index]
             if object.isDeleted {
                 conflicts.append(MergeConflict(objectID: id, oldVersion: object.rowVersion, newVersion: nil))
@@ -201,8 +210,15 @@ extension ObjectGraph {
         }
         merged.updated.reserveCapacity(updatedCount)
         for index in save.updated.indices {
-            apply(save.updated[index], to: targets[index])
-            merged.updated.append(targets[index])
+            let object = targets[index]
+            if isUnread(index) {
+                object.takeUnreadChange(save.updated[index], version: save.updated[index].baseVersion!)
+                let slot = save.updated[index].attribute(0).slot
+                objectWillChange(object, key: slot < object.entity.attributes.count ? object.entity.attributes[slot].name : "")
+            } else {
+                apply(save.updated[index], to: object)
+            }
+            merged.updated.append(object)
         }
         for object in targets[updatedCount..<(updatedCount + save.deleted.count)] where !object.isDeleted {
             try delete(object)
@@ -212,6 +228,59 @@ extension ObjectGraph {
             conflictChecks[ObjectIdentifier(object)] = object
         }
         return merged
+    }
+
+    /// The changes of `save` (indices in `save.updated`) this context takes without
+    /// reading the objects' values: changes of attributes only, to objects it has not
+    /// registered, whose stored rows are still at the version the child read them at.
+    /// Reading a row's version is a step of a cursor and the record's first bytes; the
+    /// child read its values through this context, which had none of its own, so the
+    /// values it read are the stored ones, and the change holds (see
+    /// ``holds(_:of:)``). The objects become faults that hold the changes
+    /// (``ManagedObject/takeUnreadChange(_:version:)``) and are read when something reads
+    /// them, or when this context saves.
+    ///
+    /// Only a root context reading its stores' newest state (a pinned one reads its
+    /// snapshot, a child its parent). The store's version is the newest one: a cached row
+    /// is never newer, so a change based on an older one is not taken here (it goes the
+    /// way of any other change, and the root's save checks its version).
+    ///
+    /// - Returns: the object of each change taken so, by index in `save.updated` (nil
+    ///   for the others); empty when none is.
+    private func unreadChanges(in save: ChildSave) throws -> [ManagedObject?] {
+        guard parentContext == nil, readGenerationIsUnpinned, !save.updated.isEmpty else { return [] }
+        var candidates: [(index: Int, object: ManagedObject, version: UInt64)] = []
+        // (The changes are read in place: a copy of one costs more than the checks.)
+        for index in save.updated.indices {
+            guard let version = save.updated[index].baseVersion, save.updated[index].attributeCount > 0,
+                  save.updated[index].toOne.isEmpty, save.updated[index].ordered.isEmpty, save.updated[index].members.isEmpty,
+                  !save.updated[index].objectID.isTemporaryID, registeredObject(for: save.updated[index].objectID) == nil
+            else { continue }
+            candidates.append((index, object(for: save.updated[index].objectID), version))
+        }
+        guard !candidates.isEmpty else { return [] }
+        let stores = try coordinator.persistentStores
+        var unread: [ManagedObject?] = Array(repeating: nil, count: save.updated.count)
+        var found = false
+        // Mostly one store: grouped without hashing then.
+        let first = candidates[0].object.storeNumber
+        let groups = candidates.allSatisfy { $0.object.storeNumber == first }
+            ? [candidates] : Array(Dictionary(grouping: candidates, by: { $0.object.storeNumber }).values)
+        for group in groups {
+            let number = group[0].object.storeNumber
+            guard let store = stores.first(where: { StoreNumbers.number(for: $0.identifier) == number }) else { continue }
+            var position = 0
+            // Rows come in the order asked for, those missing skipped.
+            try coordinator.forEachRecord(of: group.map(\.object), in: store) { object, _, _, record in
+                while group[position].object !== object { position += 1 }
+                var reader = RecordCodec.Reader(record)
+                if let version = try? reader.header(), version == group[position].version {
+                    unread[group[position].index] = object
+                    found = true
+                }
+            }
+        }
+        return found ? unread : []
     }
 
     /// Whether this context holds `object` in the state a child's change was based on:

@@ -270,7 +270,11 @@ extension ObjectGraph {
         func matches(_ object: ManagedObject) -> Bool {
             request.includesSubentities ? object.entity.isKind(of: request.entityName) : object.entity.name == request.entityName
         }
-        return (inserted + updated + deleted).filter(matches)
+        let pending = (inserted + updated + deleted).filter(matches)
+        // Changed objects are matched on their values: those not read yet (changes taken
+        // from a child) are read together, not one by one as the predicate reaches them.
+        if pending.contains(where: \.holdsUnreadChanges) { try? fulfilFaults(pending.filter(\.holdsUnreadChanges)) }
+        return pending
     }
 }
 

@@ -23,6 +23,7 @@ extension ObjectGraph {
     ///   reads failed); errors of the delete rules.
     func beginSave() throws -> Bool {
         try throwIfEditsFailed()
+        readUnreadChanges()
         try propagateDeletes()
         try adoptNewDestinations()
         return hasChanges

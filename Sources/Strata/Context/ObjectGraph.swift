@@ -601,6 +601,16 @@ final class ObjectGraph: ObjectOwner {
         ManagedObject.inIDOrder(changed.values.filter { $0.isUpdated })
     }
 
+    /// Reads the objects that hold changes taken from a child without their values
+    /// (``ManagedObject/holdsUnreadChanges``), together: a save validates and writes
+    /// whole objects. One whose row cannot be read that way is read, and its failure
+    /// reported, when validation reaches it.
+    func readUnreadChanges() {
+        guard changed.values.contains(where: \.holdsUnreadChanges) else { return }
+        // In ID order: rows of neighbouring keys are read by the cursor's next steps.
+        try? fulfilFaults(ManagedObject.inIDOrder(changed.values.filter(\.holdsUnreadChanges)))
+    }
+
     /// ``updated``, only the objects whose entity has relationships.
     var updatedWithRelationships: [ManagedObject] {
         ManagedObject.inIDOrder(changed.values.filter { $0.isUpdated && !$0.entity.relationships.isEmpty })
@@ -755,6 +765,9 @@ final class ObjectGraph: ObjectOwner {
             object.turnIntoFault()
             return
         }
+        // Changes taken from a child before the object was read: read it (under them)
+        // first, so that they are kept over the stored values like any other changes.
+        if object.holdsUnreadChanges, !object.fulfilIfNeeded() { try object.throwIfStorageFailed() }
         guard object.faultState == .fulfilled else { return }
         let local = object.hasPersistentChangedValues ? object.makeSnapshot() : nil
         let committed = object.makeCommittedSnapshot()

@@ -52,6 +52,11 @@ extension ManagedObject {
     /// committed values. Transient attributes keep their value (or take their default
     /// when the object was a fault). Clears the modified flag.
     func apply(_ snapshot: ObjectSnapshot) {
+        guard !holdsUnreadChanges else {
+            let held = setHeldChangesAside()
+            defer { restore(held) }
+            return apply(snapshot)
+        }
         let wasFault = faultState != .fulfilled
         let layout = _entity.layout
         for slot in layout.attributes.indices {
@@ -80,6 +85,11 @@ extension ManagedObject {
     ///   does not decode, or holds a value of another type than its attribute's; the
     ///   object is unchanged then only if the first field fails (it stays a fault).
     func apply(record bytes: UnsafeRawBufferPointer, of storage: EntityStorage, key: PrimaryKey, in store: StoreFile) throws(StrataError) {
+        guard !holdsUnreadChanges else {
+            let held = setHeldChangesAside()
+            defer { restore(held) }
+            return try apply(record: bytes, of: storage, key: key, in: store)
+        }
         let wasFault = faultState != .fulfilled
         let layout = _entity.layout
         var seen = SlotMarks(attributes: entity.attributes.count, relationships: entity.relationships.count)
@@ -165,6 +175,47 @@ extension ManagedObject {
         _bits = ObjectBits.settled(_bits & ~(ObjectBits.faultMask | ObjectBits.modified) | ObjectBits.saved)
     }
 
+    /// Whether the object is a fault that holds changes: a child's save set some of its
+    /// attributes before this context read it (``takeUnreadChange(_:version:)``). Its
+    /// other values are read when it fires, and the changes stay on top of them.
+    var holdsUnreadChanges: Bool {
+        _bits & (ObjectBits.faultMask | ObjectBits.modified) == ObjectBits.fault | ObjectBits.modified
+    }
+
+    /// The changes a fault holds, set aside while its row is applied under them.
+    struct HeldChanges {
+        var committed: CommittedState?
+        var attributes: [(slot: Int, value: AttributeValue?)]
+        var relationships: [(slot: Int, value: RelationshipStorage)]
+        var version: UInt64
+    }
+
+    /// Takes the changes of a fault that holds them out of it (it becomes a plain fault),
+    /// for ``restore(_:)`` once its row is applied.
+    private func setHeldChangesAside() -> HeldChanges {
+        let committed = side?.committed
+        var held = HeldChanges(committed: committed, attributes: [], relationships: [], version: rowVersion)
+        committed?.forEachAttributeInSlotOrder { slot, _ in held.attributes.append((slot, attributeValue(at: slot))) }
+        for (slot, _) in committed?.relationships ?? [] { held.relationships.append((slot, relationshipStorage(at: slot))) }
+        dropCommittedCopy()
+        isModified = false
+        return held
+    }
+
+    /// Puts changes set aside back on top of the values just applied: they keep the
+    /// values the change was based on as their committed ones, and the object keeps the
+    /// row version the change was based on, so the save that writes it still finds a row
+    /// changed since (optimistic locking), as it would have had the object been read
+    /// when the change came. Also after a failed read: the object is the fault that holds
+    /// the changes again.
+    private func restore(_ held: HeldChanges) {
+        for (slot, value) in held.attributes { storeAttribute(value, at: slot) }
+        for (slot, value) in held.relationships { storeRelationship(value, at: slot) }
+        if let committed = held.committed { sideState.committed = committed }
+        rowVersion = held.version
+        _bits = ObjectBits.settled(_bits | ObjectBits.modified | ObjectBits.saved)
+    }
+
     /// The object's current persistent state, for a save. Transient attributes are nil.
     func makeSnapshot() -> ObjectSnapshot {
         let entity = _entity
@@ -246,7 +297,8 @@ extension ManagedObject {
             for (slot, value) in committed.relationships { storeRelationship(value, at: slot) }
             dropCommittedCopy()
         }
-        isModified = false
+        // A fault that held changes is a plain fault again: nothing of it is read.
+        _bits = ObjectBits.settled(_bits & ~(ObjectBits.modified | (faultState == .fault ? ObjectBits.saved : 0)))
     }
 
     /// Converts a snapshot's relationship value to objects through the owner.

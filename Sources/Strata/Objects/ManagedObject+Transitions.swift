@@ -73,6 +73,26 @@ extension ManagedObject {
         isModified = true
     }
 
+    /// A fault nobody read takes a child's change made at `version` of its row, which its
+    /// context checked is the row's stored version (so the values the change was based on
+    /// are the stored ones): the changed attributes hold the child's values, with the
+    /// values the child read as their committed ones, and the object is changed. It stays
+    /// a fault: its other values are read when it fires, under the changes
+    /// (``holdsUnreadChanges``).
+    func takeUnreadChange(_ change: ObjectChange, version: UInt64) {
+        var committed = CommittedState()
+        let count = _entity.attributes.count
+        for index in 0..<change.attributeCount {
+            let attribute = change.attribute(index)
+            guard attribute.slot < count else { continue }
+            committed.keepAttribute(attribute.slot, attribute.base)
+            storeAttribute(attribute.value, at: attribute.slot)
+        }
+        sideState.committed = committed
+        rowVersion = version
+        _bits = ObjectBits.settled(_bits | ObjectBits.modified | ObjectBits.saved)
+    }
+
     /// Becomes a key-path recorder's prototype: owned by `recorder`, every property read
     /// recorded (see ``ObjectOwner``).
     func enterRecording(for recorder: ObjectOwner) {

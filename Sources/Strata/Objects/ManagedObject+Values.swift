@@ -59,6 +59,7 @@ extension ManagedObject {
     /// never included. For an object never saved, every persistent property that is not
     /// nil or empty.
     public func changedValues() -> [String: Any?] {
+        if holdsUnreadChanges { fulfilIfNeeded() }
         guard faultState == .fulfilled else { return [:] }
         if isSaved && committedCopy == nil { return [:] }  // nothing changed since it was read
         var changes: [String: Any?] = [:]

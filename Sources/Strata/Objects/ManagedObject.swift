@@ -296,11 +296,14 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     public var hasChanges: Bool { _bits & (ObjectBits.inserted | ObjectBits.deleted) != 0 || isUpdated }
 
     /// Whether the object's values have not been read yet. Reading ``objectID`` does not
-    /// change this; reading any property does.
-    public var isFault: Bool { faultState == .fault }
+    /// change this; reading any property does. An object with changes is never a fault
+    /// (a context may hold a child's changes to an object before it reads the object's
+    /// other values: they are read on first access, as a fault's are).
+    public var isFault: Bool { faultState == .fault && _bits & ObjectBits.modified == 0 }
 
     /// Whether a persistent (non-transient) property differs from its committed value.
     public var hasPersistentChangedValues: Bool {
+        if holdsUnreadChanges { fulfilIfNeeded() }
         guard faultState == .fulfilled else { return false }
         if isSaved && committedCopy == nil { return false }  // nothing changed since it was read
         for (slot, attribute) in _entity.attributes.enumerated() where !attribute.isTransient {
