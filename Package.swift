@@ -30,9 +30,12 @@ let package = Package(
             name: "StrataLMDB",
             dependencies: ["CLMDB"]
         ),
+        // One call into the Swift runtime (which validateValue(_:forKey:) a class runs):
+        // Sources/CStrataRuntime/include/CStrataRuntime.h.
+        .target(name: "CStrataRuntime"),
         .target(
             name: "Strata",
-            dependencies: ["StrataLMDB"]
+            dependencies: ["StrataLMDB", "CStrataRuntime"]
         ),
         .target(name: "StrataTesting"),
         // libFuzzer target for the record decoder: `make fuzz` (replays files when built normally).

@@ -94,6 +94,41 @@ import Testing
         #expect(Set(found.map(\.reason)) == [.custom("a title is needed"), .belowMinimum(0), .custom("chores are never free")])
     }
 
+    @Test("the Swift runtime tells which classes run validateValue(_:forKey:) of their own: overriders and their subclasses do, others run ManagedObject's")
+    func overridesOfValidateValueAreKnown() {
+        #expect(!ManagedObject.overridesValidateValue(ManagedObject.self))
+        #expect(!ManagedObject.overridesValidateValue(Plainly.self))
+        #expect(ManagedObject.overridesValidateValue(Chore.self))
+        #expect(ManagedObject.overridesValidateValue(Checked.self))
+        #expect(ManagedObject.overridesValidateValue(CheckedAgain.self))   // inherits Checked's override
+        #expect(!ManagedObject.overridesValidateValue(Note.self))
+    }
+
+    @Test("an entity whose rules cannot fail skips the per-property calls only for a class that adds no rules: an override is still called for every property, also through a subclass of a class that skips")
+    func skippingNeverHidesAnOverride() throws {
+        let model = try ManagedObjectModel(types: [Plainly.self, Checked.self])
+        let plain = try #require(model.entitiesByName["Plainly"]), checked = try #require(model.entitiesByName["Checked"])
+        #expect(plain.skipsPropertyValidation && !checked.skipsPropertyValidation)
+        #expect(!(try #require(NotesModel.model.entitiesByName["Note"])).skipsPropertyValidation)  // it has rules
+
+        let object = Checked(entity: checked)
+        object.name = "bad"
+        #expect(failures { try object.validateForInsert() }.map(\.key) == ["name"])
+        object.name = "good"
+        #expect(failures { try object.validateForUpdate() }.isEmpty)
+        // An object of an overriding subclass of the skipping entity's class.
+        let sub = PlainlyChecked(entity: plain)
+        sub.name = "bad"
+        #expect(failures { try sub.validateForInsert() }.map(\.reason) == [.custom("bad name")])
+        // A nil in a field that cannot hold it is still reported for a skipping entity.
+        let empty = Plainly(entity: plain)
+        try empty.setValue(nil, forKey: "name")
+        #expect(failures { try empty.validateForInsert() }.map(\.reason) == [.missingValue])
+        let fine = Plainly(entity: plain)
+        fine.name = "anything"
+        #expect(failures { try fine.validateForInsert() }.isEmpty)
+    }
+
     @Test func validateValueRejectsValuesOfTheWrongType() {
         let note = Note()
         #expect(failures { try note.validateValue("high", forKey: "priority") }.map(\.reason) == [.wrongType(expected: "Int16")])
@@ -123,3 +158,34 @@ final class Chore: ManagedObject {
         if !failures.isEmpty { throw StrataError.validation(failures) }
     }
 }
+
+/// No rules, no override: its saves ask nothing of each property.
+class Plainly: ManagedObject {
+    @Attribute var name: String = ""
+    @Attribute var count: Int64 = 0
+}
+
+/// An overriding subclass of a class whose entity skips the per-property calls.
+final class PlainlyChecked: Plainly {
+    override func validateValue(_ value: Any?, forKey key: String) throws {
+        if key == "name", value as? String == "bad" {
+            throw StrataError.validation([ValidationFailure(objectID: objectID, key: key, reason: .custom("bad name"))])
+        }
+        try super.validateValue(value, forKey: key)
+    }
+}
+
+/// No model rules, one rule of its own.
+class Checked: ManagedObject {
+    @Attribute var name: String = ""
+
+    override func validateValue(_ value: Any?, forKey key: String) throws {
+        if key == "name", value as? String == "bad" {
+            throw StrataError.validation([ValidationFailure(objectID: objectID, key: key, reason: .custom("bad name"))])
+        }
+        try super.validateValue(value, forKey: key)
+    }
+}
+
+/// Inherits `Checked`'s override.
+final class CheckedAgain: Checked {}

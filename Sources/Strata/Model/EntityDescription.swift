@@ -49,6 +49,11 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
     let layout: ObjectLayout
     /// The process-wide number of the entity's name (``EntityNames``), for identity keys.
     let nameNumber: UInt32
+    /// Whether validating an object of ``managedObjectClass`` (exactly) may skip calling
+    /// ``ManagedObject/validateValue(_:forKey:)`` for each property: the model's rules
+    /// cannot fail (``ObjectLayout/modelRulesCannotFail``), and the class runs
+    /// `ManagedObject`'s own implementation (it adds no rules of its own).
+    let skipsPropertyValidation: Bool
 
     /// Describes an entity by its own properties.
     public convenience init(
@@ -115,6 +120,7 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
             attributes: attributes, relationships: relationships, fields: ClassFields.of(managedObjectClass),
             derivedFromClass: !sites.isEmpty)
         nameNumber = EntityNames.number(for: name)
+        skipsPropertyValidation = layout.modelRulesCannotFail && !ManagedObject.overridesValidateValue(managedObjectClass)
     }
 
     /// Every attribute, inherited ones included, by name.

@@ -61,6 +61,11 @@ final class ObjectLayout: Sendable {
     /// Per attribute slot, how the model's rules check a value without converting it: for
     /// an attribute with no rules whose values have one Swift type (nil otherwise).
     let quickChecks: [QuickCheck?]
+    /// Whether the model's rules cannot fail for an object of this layout whose values are
+    /// read and whose fields hold no nil they cannot hold (``ObjectBits/nilOverrides``):
+    /// every attribute has no rules and a typed field of its type (not optional when the
+    /// attribute is required), and every relationship is optional without count limits.
+    let modelRulesCannotFail: Bool
 
     /// A check of an attribute with no rules: a value of exactly `type` passes, nil passes
     /// when the attribute is optional.
@@ -117,6 +122,12 @@ final class ObjectLayout: Sendable {
             guard attribute.validation.isEmpty, let type = attribute.type.exactSwiftType else { return nil }
             return QuickCheck(type: type, isOptional: attribute.isOptional)
         }
+        let checks = quickChecks
+        modelRulesCannotFail = attributes.indices.allSatisfy { slot in
+            guard checks[slot] != nil, case .field(_, let type) = attributePlaces[slot] else { return false }
+            if case .optional = type { return attributes[slot].isOptional }
+            return true
+        } && relationships.allSatisfy { $0.isOptional && $0.minCount == 0 && $0.maxCount == nil }
     }
 
     /// Whether the layout has any dynamic storage (every object then has a side allocation).
