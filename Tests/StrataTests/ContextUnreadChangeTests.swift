@@ -112,6 +112,33 @@ struct ContextUnreadChangeTests {
         #expect(state == (true, 4, "from another context"))
     }
 
+    @Test("a row deleted in the store after the hop: the object still reads the change (its other values the defaults) and is no deleted object; the parent's save fails with a conflict naming it, as when the parent read it at the hop")
+    func rowDeletedAfterTheHopConflicts() async throws {
+        let directory = TemporaryDirectory()
+        let hop = try await Hop(directory: directory.url)
+        #expect(await hop.parentHoldsUnread())
+        let ids = hop.ids
+        try await ManagedObjectContext(.privateQueue, coordinator: hop.coordinator).perform { other in
+            try other.delete(try other.existingObject(with: ids[0]))
+            try other.save()
+        }
+        let read = try await hop.parent.perform { parent in
+            let registered = parent.registeredObject(for: ids[0]) as? Note
+            let note = try #require(registered)
+            return (note.priority, note.body, note.isDeleted, note.isUpdated, parent.deletedObjects.isEmpty)
+        }
+        #expect(read == (4, nil, false, true, true))
+        let failure = await hop.parent.perform { parent -> StrataError? in
+            do { try parent.save() } catch let error as StrataError { return error } catch { return nil }
+            return nil
+        }
+        guard case .mergeConflicts(let conflicts)? = failure else {
+            Issue.record("expected a merge conflict, got \(String(describing: failure))")
+            return
+        }
+        #expect(conflicts.map(\.objectID) == [ids[0]] && conflicts.first?.newVersion == nil)
+    }
+
     @Test("refresh with mergeChanges keeps the change over the newer stored values and takes their version: the parent's save then goes through")
     func refreshMergingKeepsTheChange() async throws {
         let directory = TemporaryDirectory()

@@ -225,7 +225,7 @@ extension ObjectGraph {
             merged.deleted.append(object)
         }
         for object in targets[(updatedCount + save.deleted.count)...] where !object.isInserted {
-            conflictChecks[ObjectIdentifier(object)] = object
+            pending.conflictChecks[ObjectIdentifier(object)] = object
         }
         return merged
     }

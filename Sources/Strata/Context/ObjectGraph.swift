@@ -107,27 +107,9 @@ final class ObjectGraph: ObjectOwner {
     @exclusivity(unchecked) private var identities = IdentityMap()
     /// Every registered object, while ``retainsRegisteredObjects`` holds them.
     @exclusivity(unchecked) private var retained: [ObjectIdentifier: ManagedObject] = [:]
-    /// Inserted objects, in insertion order.
-    @exclusivity(unchecked) private(set) var inserted: [ManagedObject] = []
-    /// Deleted objects, in deletion order.
-    @exclusivity(unchecked) private(set) var deleted: [ManagedObject] = []
-    /// Objects changed since the last save (strongly held until then).
-    @exclusivity(unchecked) private var changed: [ObjectIdentifier: ManagedObject] = [:]
-    /// Stores chosen with `assign(_:to:)`.
-    @exclusivity(unchecked) private var assignedStores: [ObjectIdentifier: PersistentStore] = [:]
-    /// Deleted objects whose delete rules have not run yet.
-    @exclusivity(unchecked) private var pendingDeletes: [ManagedObject] = []
-    /// Deleted objects whose rows were already gone when their faults fired: the next
-    /// save or reset discards them without writing or validating anything.
-    @exclusivity(unchecked) var vanished: Set<ObjectIdentifier> = []
-    /// Unchanged objects whose stored rows the next save checks
-    /// (``ManagedObjectContext/detectConflicts(for:)``).
-    @exclusivity(unchecked) var conflictChecks: [ObjectIdentifier: ManagedObject] = [:]
-    /// Edits asked for through setters that cannot throw and that did not happen (a read
-    /// they needed failed with a storage error, or a value cannot be stored): the next
-    /// save throws the first one's error, until the property is set again, the object is
-    /// deleted, or a rollback or reset.
-    @exclusivity(unchecked) private var failedEdits: [(object: ManagedObject, key: String, error: StrataError)] = []
+    /// The unsaved changes: the objects inserted, changed and deleted since the last save
+    /// (held until then), the delete rules still to run, failed edits, conflict checks.
+    @exclusivity(unchecked) var pending = PendingChanges()
     /// What changed since the last ``takeChangeEvent()`` (ObjectsDidChange).
     @exclusivity(unchecked) private var event = ChangeEvent()
     /// Batched faults and the staleness interval (ObjectGraph+Batching.swift).
@@ -150,8 +132,8 @@ final class ObjectGraph: ObjectOwner {
     deinit {
         // Objects that outlive their context keep no owner (and do not call back).
         for object in identities.objects + identities.displacedObjects { object.outlive(self) }
-        for object in inserted + deleted { object.outlive(self) }
-        for object in changed.values { object.outlive(self) }
+        for object in pending.inserted + pending.deleted { object.outlive(self) }
+        for object in pending.changed.values { object.outlive(self) }
     }
 
     /// A graph on `coordinator` alone (no context around it).
@@ -387,22 +369,21 @@ final class ObjectGraph: ObjectOwner {
     }
 
     override func objectWillChange(_ object: ManagedObject, key: String) {
-        if !failedEdits.isEmpty { failedEdits.removeAll { $0.object === object && $0.key == key } }
+        pending.removeFailedEdit(object, key: key)
         event.record(object, in: .updated)
         // An inserted object is held and saved whole already.
         guard !object.isInserted else { return }
-        changed[ObjectIdentifier(object)] = object   // one hash either way; the same object again is no change
+        pending.recordChange(object)
     }
 
     override func editFailed(_ object: ManagedObject, key: String, error: StrataError) {
-        failedEdits.removeAll { $0.object === object && $0.key == key }
-        failedEdits.append((object, key, error))
+        pending.recordFailedEdit(object, key: key, error: error)
     }
 
     /// Throws the error of the first edit that could not happen (see
     /// ``editFailed(_:key:error:)``): a save must not go on without it.
     func throwIfEditsFailed() throws(StrataError) {
-        if let failed = failedEdits.first { throw failed.error }
+        if let failed = pending.failedEdits.first { throw failed.error }
     }
 
     override func handleInaccessibleFault(_ object: ManagedObject, property: String?, error: StrataError) -> Bool {
@@ -414,10 +395,7 @@ final class ObjectGraph: ObjectOwner {
         // in deletedObjects until the next save or reset discards it (no store write:
         // there is no row, and no validation).
         object.vanish()
-        let key = ObjectIdentifier(object)
-        vanished.insert(key)
-        if !deleted.contains(where: { $0 === object }) { deleted.append(object) }
-        changed[key] = object
+        pending.recordVanished(object)
         event.record(object, in: .deleted)
         return true
     }
@@ -460,7 +438,7 @@ final class ObjectGraph: ObjectOwner {
             for (key, error) in failed { editFailed(object, key: key, error: error) }
             object.pendingFailedEdits = []
         }
-        inserted.append(object)
+        pending.recordInsert(object)
         register(object)
         event.record(object, in: .inserted)
         object.awakeFromInsert()
@@ -477,8 +455,8 @@ final class ObjectGraph: ObjectOwner {
     /// child, which called it already). `store` is the child's `assign(_:to:)` choice.
     func registerInsertFromChild(_ object: ManagedObject, store: PersistentStore?) {
         object.enterInserted(into: self)
-        inserted.append(object)
-        if let store { assignedStores[ObjectIdentifier(object)] = store }
+        pending.recordInsert(object)
+        if let store { pending.assign(object, to: store) }
         register(object)
         event.record(object, in: .inserted)
     }
@@ -486,13 +464,11 @@ final class ObjectGraph: ObjectOwner {
     /// Takes back the deletion of `object`: a saved object stays (no longer in
     /// ``deleted``); one inserted since the last save is inserted again.
     private func undelete(_ object: ManagedObject) {
-        let wasSaved = deleted.contains { $0 === object }
-        deleted.removeAll { $0 === object }
-        pendingDeletes.removeAll { $0 === object }
+        let wasSaved = pending.removeDelete(object)
         object.restoreFromDeletion(reinserting: !wasSaved)
         event.unrecord(object, from: .deleted)
         if !wasSaved {
-            inserted.append(object)
+            pending.recordInsert(object)
             event.record(object, in: .inserted)
         }
     }
@@ -512,19 +488,17 @@ final class ObjectGraph: ObjectOwner {
         // version it read, and delete rules, undo and notifications see its values. When
         // the store cannot be read, the delete fails with that (not a conflict at save).
         if !object.fulfilIfNeeded() { try object.throwIfStorageFailed() }
-        if !failedEdits.isEmpty { failedEdits.removeAll { $0.object === object } }   // edits of a deleted object no longer matter
+        pending.removeFailedEdits(of: object)   // edits of a deleted object no longer matter
         object.prepareForDeletion()
         event.record(object, in: .deleted)
         if object.isInserted {
-            inserted.removeAll { $0 === object }
+            pending.removeInsert(object)
             object.enterDeleted()
-            pendingDeletes.append(object)
+            pending.pendingDeletes.append(object)
             return
         }
         object.enterDeleted()
-        deleted.append(object)
-        pendingDeletes.append(object)
-        changed[ObjectIdentifier(object)] = object
+        pending.recordDelete(object)
     }
 
     /// Runs the delete rules of objects deleted since the last call: nullify removes
@@ -533,14 +507,14 @@ final class ObjectGraph: ObjectOwner {
     /// read (a storage failure), the objects not yet done stay pending for the next
     /// call, and the failure is thrown.
     func propagateDeletes() throws {
-        while !pendingDeletes.isEmpty {
-            let batch = pendingDeletes
-            pendingDeletes = []
+        while !pending.pendingDeletes.isEmpty {
+            let batch = pending.pendingDeletes
+            pending.pendingDeletes = []
             for (index, object) in batch.enumerated() {
                 do {
                     try propagateDelete(of: object)
                 } catch {
-                    pendingDeletes = Array(batch[index...]) + pendingDeletes
+                    pending.pendingDeletes = Array(batch[index...]) + pending.pendingDeletes
                     throw error
                 }
             }
@@ -570,11 +544,10 @@ final class ObjectGraph: ObjectOwner {
                 try detachDestinations(of: object, slot: slot)
             }
         }
-        if !object.isInserted && !deleted.contains(where: { $0 === object }) {
+        if !object.isInserted && !pending.isDeletion(object) {
             // An inserted-then-deleted object: it leaves the context entirely.
             unregister(object)
-            changed[ObjectIdentifier(object)] = nil
-            assignedStores[ObjectIdentifier(object)] = nil
+            pending.forgetUnsaved(object)
             object.discardUnsaved()
         }
     }
@@ -596,33 +569,37 @@ final class ObjectGraph: ObjectOwner {
 
     // MARK: State
 
-    /// Objects changed since the last save, neither inserted nor deleted.
-    var updated: [ManagedObject] {
-        ManagedObject.inIDOrder(changed.values.filter { $0.isUpdated })
-    }
+    /// Inserted objects, in insertion order.
+    var inserted: [ManagedObject] { pending.inserted }
+
+    /// Deleted objects (saved ones), in deletion order.
+    var deleted: [ManagedObject] { pending.deleted }
+
+    /// Objects changed since the last save, neither inserted nor deleted, in ID order.
+    var updated: [ManagedObject] { pending.updated }
+
+    /// Deleted objects whose rows were gone when their faults fired (see
+    /// ``PendingChanges/vanished``).
+    var vanished: Set<ObjectIdentifier> { pending.vanished }
 
     /// Reads the objects that hold changes taken from a child without their values
     /// (``ManagedObject/holdsUnreadChanges``), together: a save validates and writes
     /// whole objects. One whose row cannot be read that way is read, and its failure
     /// reported, when validation reaches it.
     func readUnreadChanges() {
-        guard changed.values.contains(where: \.holdsUnreadChanges) else { return }
         // In ID order: rows of neighbouring keys are read by the cursor's next steps.
-        try? fulfilFaults(ManagedObject.inIDOrder(changed.values.filter(\.holdsUnreadChanges)))
+        let unread = pending.unreadChanges
+        if !unread.isEmpty { try? fulfilFaults(unread) }
     }
 
     /// ``updated``, only the objects whose entity has relationships.
-    var updatedWithRelationships: [ManagedObject] {
-        ManagedObject.inIDOrder(changed.values.filter { $0.isUpdated && !$0.entity.relationships.isEmpty })
-    }
+    var updatedWithRelationships: [ManagedObject] { pending.updatedWithRelationships }
 
     /// How many objects are in the changed set (see ``updated``).
-    var changedCount: Int { changed.count }
+    var changedCount: Int { pending.changed.count }
 
     /// Whether anything is unsaved.
-    var hasChanges: Bool {
-        !inserted.isEmpty || !deleted.isEmpty || changed.values.contains { $0.isUpdated } || !pendingDeletes.isEmpty
-    }
+    var hasChanges: Bool { pending.hasChanges }
 
     /// The store `object` goes to.
     func assign(_ object: ManagedObject, to store: PersistentStore) throws {
@@ -635,20 +612,20 @@ final class ObjectGraph: ObjectOwner {
         guard try coordinator.persistentStores.contains(store), store.holds(object.entity.name) else {
             throw StrataError.noStore(entity: object.entity.name)
         }
-        assignedStores[ObjectIdentifier(object)] = store
+        pending.assign(object, to: store)
     }
 
     /// Whether no object was assigned a store with `assign(_:to:)`.
-    var assignedStoresAreEmpty: Bool { assignedStores.isEmpty }
+    var assignedStoresAreEmpty: Bool { pending.assignedStores.isEmpty }
 
     /// The store chosen for `object` with `assign(_:to:)`, if any.
     func assignedStore(of object: ManagedObject) -> PersistentStore? {
-        assignedStores[ObjectIdentifier(object)]
+        pending.assignedStores[ObjectIdentifier(object)]
     }
 
     /// The store a new object will be saved to.
     func store(forNew object: ManagedObject) throws -> PersistentStore {
-        if let store = assignedStores[ObjectIdentifier(object)] { return store }
+        if let store = pending.assignedStores[ObjectIdentifier(object)] { return store }
         return try coordinator.defaultStore(for: object.entity.name)
     }
 
@@ -672,14 +649,7 @@ final class ObjectGraph: ObjectOwner {
 
     /// Clears the change sets after a save or rollback.
     func clearChanges() {
-        inserted = []
-        deleted = []
-        pendingDeletes = []
-        changed = [:]
-        assignedStores = [:]
-        conflictChecks = [:]
-        vanished = []
-        failedEdits = []
+        pending.clear()
     }
 
     /// Records `object` in the current event (a merge's inserted objects).
@@ -690,11 +660,7 @@ final class ObjectGraph: ObjectOwner {
     /// An object deleted in its store by someone else (a merged save): it leaves the
     /// context as a deleted object, whatever unsaved changes it had.
     func forgetMergedDeletion(_ object: ManagedObject) {
-        let key = ObjectIdentifier(object)
-        changed[key] = nil
-        conflictChecks[key] = nil
-        deleted.removeAll { $0 === object }
-        pendingDeletes.removeAll { $0 === object }
+        pending.forgetDeletedElsewhere(object)
         event.unrecord(object, from: .updated)
         event.record(object, in: .deleted)
         unregister(object)
@@ -715,7 +681,7 @@ final class ObjectGraph: ObjectOwner {
         event = ChangeEvent()
         event.invalidatedAll = true
         for object in identities.displacedObjects { object.outlive(self) }
-        for object in registeredObjects + inserted + deleted {
+        for object in registeredObjects + pending.inserted + pending.deleted {
             event.record(object, in: .invalidated)
             object.invalidate()
         }
@@ -729,24 +695,24 @@ final class ObjectGraph: ObjectOwner {
     /// Puts every object back as it was at the last save or fetch: inserted objects
     /// leave, deleted ones come back, changed ones get their committed values.
     func rollback() {
-        for object in inserted {
+        for object in pending.inserted {
             unregister(object)
             object.discardUnsaved()
             event.record(object, in: .invalidated)
         }
-        for object in deleted where vanished.contains(ObjectIdentifier(object)) {
+        for object in pending.deleted where pending.vanished.contains(ObjectIdentifier(object)) {
             // Its row is gone: nothing to go back to.
             unregister(object)
             object.leaveContextDeleted()
         }
-        for object in changed.values where !object.isInserted && object.owner === self {
+        for object in pending.changed.values where !object.isInserted && object.owner === self {
             object.restoreFromDeletion(reinserting: false)
             object.revertToCommitted()
             event.unrecord(object, from: .updated)
             event.unrecord(object, from: .deleted)
             event.record(object, in: .refreshed)
         }
-        for object in pendingDeletes where object.owner === self { object.restoreFromDeletion(reinserting: false) }
+        for object in pending.pendingDeletes where object.owner === self { object.restoreFromDeletion(reinserting: false) }
         clearChanges()
     }
 
@@ -759,9 +725,8 @@ final class ObjectGraph: ObjectOwner {
         guard mergeChanges else {
             event.unrecord(object, from: .updated)
             event.unrecord(object, from: .deleted)
-            changed[ObjectIdentifier(object)] = nil
+            pending.forgetChanges(of: object)
             object.restoreFromDeletion(reinserting: false)
-            deleted.removeAll { $0 === object }
             object.turnIntoFault()
             return
         }

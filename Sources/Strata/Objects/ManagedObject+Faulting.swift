@@ -27,6 +27,19 @@ extension ManagedObject {
                 faultFailure = error
                 return false
             }
+            if holdsUnreadChanges {
+                // Its row went after the context took a child's change to it: the change
+                // stays a change (the save that writes it finds the row gone, a conflict,
+                // as when the context had read the object first), over default values.
+                let held = setHeldChangesAside()
+                let layout = _entity.layout
+                for slot in layout.attributes.indices { storeAttribute(layout.defaults[slot], at: slot) }
+                clearRelationships()
+                faultState = .fulfilled
+                restore(held)
+                faultFailure = nil
+                return true
+            }
             faultState = .inaccessible
             faultFailure = nil
             if owner.handleInaccessibleFault(self, property: property, error: error) {
@@ -249,6 +262,13 @@ extension ManagedObject {
         faultFailure = nil
         _bits = ObjectBits.settled(_bits & ~(ObjectBits.faultMask | ObjectBits.modified | ObjectBits.saved) | ObjectBits.fault)
         didTurnIntoFault()
+    }
+
+    /// Empties every relationship: to-one ones nil, to-many ones empty.
+    private func clearRelationships() {
+        for (slot, relationship) in _entity.relationships.enumerated() {
+            storeRelationship(relationship.isToMany ? .empty(for: relationship) : .toOne(nil), at: slot)
+        }
     }
 
     /// Empties every value: attributes nil (their fields take their defaults), to-one

@@ -1,0 +1,159 @@
+/// A context's unsaved changes: which objects its next save inserts, writes, deletes and
+/// checks, and what a rollback takes back. The ``ObjectGraph`` orchestrates: it moves the
+/// objects through their named transitions and records each here; the identity map
+/// (``IdentityMap``) knows which object is which row and holds none of them, while this
+/// set holds every object with a change strongly until the save or rollback.
+///
+/// Bookkeeping only, with no store and no notification: not thread-safe, it lives in its
+/// context's isolation, as its objects do.
+struct PendingChanges {
+    /// Inserted objects, in insertion order.
+    private(set) var inserted: [ManagedObject] = []
+    /// Deleted objects (saved ones: an inserted object that is deleted simply leaves), in
+    /// deletion order.
+    private(set) var deleted: [ManagedObject] = []
+    /// Objects changed since the last save, deleted ones included.
+    private(set) var changed: [ObjectIdentifier: ManagedObject] = [:]
+    /// Deleted objects whose delete rules have not run yet.
+    var pendingDeletes: [ManagedObject] = []
+    /// Stores chosen with `assign(_:to:)` for inserted objects.
+    private(set) var assignedStores: [ObjectIdentifier: PersistentStore] = [:]
+    /// Unchanged objects whose stored rows the next save checks
+    /// (``ManagedObjectContext/detectConflicts(for:)``).
+    var conflictChecks: [ObjectIdentifier: ManagedObject] = [:]
+    /// Deleted objects whose rows were already gone when their faults fired: the next save
+    /// or reset discards them without writing or validating anything.
+    var vanished: Set<ObjectIdentifier> = []
+    /// Edits asked for through setters that cannot throw and that did not happen (a read
+    /// they needed failed with a storage error, or a value cannot be stored): the next
+    /// save throws the first one's error, until the property is set again, the object is
+    /// deleted, or a rollback or reset.
+    private(set) var failedEdits: [(object: ManagedObject, key: String, error: StrataError)] = []
+
+    // MARK: Recording
+
+    /// `object` was inserted.
+    mutating func recordInsert(_ object: ManagedObject) {
+        inserted.append(object)
+    }
+
+    /// `object`, inserted since the last save, no longer is (it was deleted).
+    mutating func removeInsert(_ object: ManagedObject) {
+        inserted.removeAll { $0 === object }
+    }
+
+    /// `object` (saved before) was deleted: it is written as a deletion, and its delete
+    /// rules run.
+    mutating func recordDelete(_ object: ManagedObject) {
+        deleted.append(object)
+        pendingDeletes.append(object)
+        changed[ObjectIdentifier(object)] = object
+    }
+
+    /// `object`'s row was gone when its fault fired: it is deleted here, and the next save
+    /// or reset discards it without writing anything (no delete rules: it has no values).
+    mutating func recordVanished(_ object: ManagedObject) {
+        let key = ObjectIdentifier(object)
+        vanished.insert(key)
+        if !deleted.contains(where: { $0 === object }) { deleted.append(object) }
+        changed[key] = object
+    }
+
+    /// The deletion of `object` is taken back. Returns whether it was a saved object's
+    /// deletion (otherwise the object was inserted since the last save).
+    mutating func removeDelete(_ object: ManagedObject) -> Bool {
+        let wasSaved = deleted.contains { $0 === object }
+        deleted.removeAll { $0 === object }
+        pendingDeletes.removeAll { $0 === object }
+        return wasSaved
+    }
+
+    /// `object` changed (held until the save; the same object again is no change).
+    mutating func recordChange(_ object: ManagedObject) {
+        changed[ObjectIdentifier(object)] = object
+    }
+
+    /// `object` is saved to `store` (``ObjectGraph/assign(_:to:)``).
+    mutating func assign(_ object: ManagedObject, to store: PersistentStore) {
+        assignedStores[ObjectIdentifier(object)] = store
+    }
+
+    /// An edit of `object`'s `key` that did not happen: the next save fails with `error`.
+    mutating func recordFailedEdit(_ object: ManagedObject, key: String, error: StrataError) {
+        removeFailedEdit(object, key: key)
+        failedEdits.append((object, key, error))
+    }
+
+    /// The failed edit of `object`'s `key` no longer matters (the property was set).
+    mutating func removeFailedEdit(_ object: ManagedObject, key: String) {
+        if !failedEdits.isEmpty { failedEdits.removeAll { $0.object === object && $0.key == key } }
+    }
+
+    /// No failed edit of `object` matters any more (it was deleted).
+    mutating func removeFailedEdits(of object: ManagedObject) {
+        if !failedEdits.isEmpty { failedEdits.removeAll { $0.object === object } }
+    }
+
+    /// `object` leaves every set: an object inserted and deleted before any save.
+    mutating func forgetUnsaved(_ object: ManagedObject) {
+        let key = ObjectIdentifier(object)
+        changed[key] = nil
+        assignedStores[key] = nil
+    }
+
+    /// `object` leaves every set: deleted in its store by someone else (a merged save).
+    mutating func forgetDeletedElsewhere(_ object: ManagedObject) {
+        let key = ObjectIdentifier(object)
+        changed[key] = nil
+        conflictChecks[key] = nil
+        deleted.removeAll { $0 === object }
+        pendingDeletes.removeAll { $0 === object }
+    }
+
+    /// `object`'s changes and deletion are discarded (it was refreshed without merging).
+    mutating func forgetChanges(of object: ManagedObject) {
+        changed[ObjectIdentifier(object)] = nil
+        deleted.removeAll { $0 === object }
+    }
+
+    /// Empties every set: after a save, a rollback or a reset.
+    mutating func clear() {
+        inserted = []
+        deleted = []
+        pendingDeletes = []
+        changed = [:]
+        assignedStores = [:]
+        conflictChecks = [:]
+        vanished = []
+        failedEdits = []
+    }
+
+    // MARK: Reading
+
+    /// Objects changed since the last save, neither inserted nor deleted, in ID order.
+    var updated: [ManagedObject] {
+        ManagedObject.inIDOrder(changed.values.filter { $0.isUpdated })
+    }
+
+    /// ``updated``, only the objects whose entity has relationships.
+    var updatedWithRelationships: [ManagedObject] {
+        ManagedObject.inIDOrder(changed.values.filter { $0.isUpdated && !$0.entity.relationships.isEmpty })
+    }
+
+    /// Changed objects that hold changes taken from a child without their values
+    /// (``ManagedObject/holdsUnreadChanges``), in ID order.
+    var unreadChanges: [ManagedObject] {
+        guard changed.values.contains(where: \.holdsUnreadChanges) else { return [] }
+        return ManagedObject.inIDOrder(changed.values.filter(\.holdsUnreadChanges))
+    }
+
+    /// Whether anything is unsaved.
+    var hasChanges: Bool {
+        !inserted.isEmpty || !deleted.isEmpty || changed.values.contains { $0.isUpdated } || !pendingDeletes.isEmpty
+    }
+
+    /// Whether `object` is a saved object deleted here.
+    func isDeletion(_ object: ManagedObject) -> Bool {
+        deleted.contains { $0 === object }
+    }
+}
