@@ -123,8 +123,10 @@ struct ContextUnreadChangeTests {
             try other.save()
         }
         let read = try await hop.parent.perform { parent in
-            let registered = parent.registeredObject(for: ids[0]) as? Note
-            let note = try #require(registered)
+            let registered = parent.registeredObject(for: ids[0])
+            let existing = try parent.existingObject(with: ids[0])   // not objectNotFound: the change is here
+            let note = try #require(existing as? Note)
+            #expect(existing === registered)
             return (note.priority, note.body, note.isDeleted, note.isUpdated, parent.deletedObjects.isEmpty)
         }
         #expect(read == (4, nil, false, true, true))

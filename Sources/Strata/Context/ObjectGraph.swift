@@ -323,6 +323,12 @@ final class ObjectGraph: ObjectOwner {
                 throw StrataError.objectNotFound(id)
             }
             if registered.faultState != .fault { return registered }
+            if registered.holdsUnreadChanges {
+                // A child's change it took unread: read under the change (also when the
+                // row went since: the change stays a change).
+                if !registered.fulfilIfNeeded() { try registered.throwIfStorageFailed() }
+                return registered
+            }
             guard let snapshot = try read(id) else { throw StrataError.objectNotFound(id) }
             registered.apply(snapshot)
             registered.awakeFromFetch()
