@@ -49,6 +49,20 @@ struct ContextUnreadChangeTests {
         }
     }
 
+    /// The conflicts `context`'s save fails with; nil (and an issue recorded) when it
+    /// succeeds or fails otherwise.
+    static func conflicts(saving context: ManagedObjectContext) async -> [MergeConflict]? {
+        let failure = await context.perform { context -> StrataError? in
+            do { try context.save() } catch let error as StrataError { return error } catch { return nil }
+            return nil
+        }
+        guard case .mergeConflicts(let conflicts)? = failure else {
+            Issue.record("expected a merge conflict, got \(String(describing: failure))")
+            return nil
+        }
+        return conflicts
+    }
+
     @Test("the parent holds the change unread, and reports it as a change: updated, not a fault, changed and committed values, the other values read on first access")
     func changeIsVisibleBeforeTheRead() async throws {
         let directory = TemporaryDirectory()
@@ -94,14 +108,7 @@ struct ContextUnreadChangeTests {
             try #require(try other.existingObject(with: ids[0]) as? Note).body = "from another context"
             try other.save()
         }
-        let failure = await hop.parent.perform { parent -> StrataError? in
-            do { try parent.save() } catch let error as StrataError { return error } catch { return nil }
-            return nil
-        }
-        guard case .mergeConflicts(let conflicts)? = failure else {
-            Issue.record("expected a merge conflict, got \(String(describing: failure))")
-            return
-        }
+        let conflicts = try #require(await Self.conflicts(saving: hop.parent))
         #expect(conflicts.map(\.objectID) == [ids[0]])
         #expect(try await hop.stored(0) == ("a", 1, "from another context"))
         // The parent still has its change, and reads the newer stored values under it.
@@ -130,14 +137,7 @@ struct ContextUnreadChangeTests {
             return (note.priority, note.body, note.isDeleted, note.isUpdated, parent.deletedObjects.isEmpty)
         }
         #expect(read == (4, nil, false, true, true))
-        let failure = await hop.parent.perform { parent -> StrataError? in
-            do { try parent.save() } catch let error as StrataError { return error } catch { return nil }
-            return nil
-        }
-        guard case .mergeConflicts(let conflicts)? = failure else {
-            Issue.record("expected a merge conflict, got \(String(describing: failure))")
-            return
-        }
+        let conflicts = try #require(await Self.conflicts(saving: hop.parent))
         #expect(conflicts.map(\.objectID) == [ids[0]] && conflicts.first?.newVersion == nil)
     }
 
@@ -253,14 +253,7 @@ struct ContextUnreadChangeTests {
             try other.delete(try other.existingObject(with: ids[1]))
             try other.save()
         }
-        let failure = await child.perform { child -> StrataError? in
-            do { try child.save() } catch let error as StrataError { return error } catch { return nil }
-            return nil
-        }
-        guard case .mergeConflicts(let conflicts)? = failure else {
-            Issue.record("expected a merge conflict, got \(String(describing: failure))")
-            return
-        }
+        let conflicts = try #require(await Self.conflicts(saving: child))
         #expect(Set(conflicts.map(\.objectID)) == Set(ids))
         #expect(try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
             try context.fetch(FetchRequest<Note>()).map(\.priority)
