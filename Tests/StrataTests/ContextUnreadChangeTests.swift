@@ -141,6 +141,31 @@ struct ContextUnreadChangeTests {
         #expect(conflicts.map(\.objectID) == [ids[0]] && conflicts.first?.newVersion == nil)
     }
 
+    @Test("a child's change based on the parent's unsaved values, since rolled back, is not taken unread (the row's version is the same, its values are not): it conflicts")
+    func changeBasedOnUnsavedParentValuesConflicts() async throws {
+        let directory = TemporaryDirectory()
+        let coordinator = try await ContextReference.lmdb(in: directory.url)
+        let ids = try await ContextReference.saveNotes([("a", 1)], on: coordinator)
+        let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "parent")
+        let child = ManagedObjectContext(.privateQueue, parent: parent, name: "child")
+        try await parent.perform { parent in try #require(try parent.existingObject(with: ids[0]) as? Note).priority = 3 }
+        try await child.perform { child in
+            let note = try #require(try child.existingObject(with: ids[0]) as? Note)
+            #expect(note.priority == 3)
+            note.priority += 1
+        }
+        // The parent drops its change, and with it the object (nothing holds it now).
+        let registered = await parent.perform { parent in
+            parent.rollback()
+            return parent.registeredObject(for: ids[0]) != nil
+        }
+        #expect(!registered)
+        let conflicts = try #require(await Self.conflicts(saving: child))
+        #expect(conflicts.map(\.objectID) == [ids[0]])
+        #expect(conflicts.allSatisfy { $0.oldVersion < ObjectSnapshot.unsavedMark && ($0.newVersion ?? 0) < ObjectSnapshot.unsavedMark })
+        #expect(await parent.perform { $0.hasChanges } == false)
+    }
+
     @Test("refresh with mergeChanges keeps the change over the newer stored values and takes their version: the parent's save then goes through")
     func refreshMergingKeepsTheChange() async throws {
         let directory = TemporaryDirectory()

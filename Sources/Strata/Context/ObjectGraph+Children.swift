@@ -35,6 +35,8 @@ extension ObjectGraph {
     /// (they are gone for the child even before this context's delete rules ran).
     private func snapshotForChild(of object: ManagedObject) -> ObjectSnapshot {
         var snapshot = object.makeSnapshot()
+        // Unsaved values are not the stored row of the object's version.
+        if object.hasChanges { snapshot.version |= ObjectSnapshot.unsavedMark }
         for slot in object.entity.relationships.indices {
             switch object.relationshipStorage(at: slot) {
             case .toOne(let destination?) where destination.isDeleted:
@@ -130,6 +132,8 @@ extension ObjectGraph {
         let model = try model
         // Check every existing object first, so a failure changes nothing.
         var conflicts: [MergeConflict] = []
+        // Versions as conflicts report them: without the mark of a parent's unsaved state.
+        func stored(_ version: UInt64) -> UInt64 { version & ~ObjectSnapshot.unsavedMark }
         let updatedCount = save.updated.count
         // Changes to objects this context has not read, at the row versions stored:
         // taken without reading the objects' values.
@@ -145,17 +149,17 @@ extension ObjectGraph {
         for (index, object) in targets.enumerated() where !isUnread(index) {
             let id = ids[index]
             if object.isDeleted {
-                conflicts.append(MergeConflict(objectID: id, oldVersion: object.rowVersion, newVersion: nil))
+                conflicts.append(MergeConflict(objectID: id, oldVersion: stored(object.rowVersion), newVersion: nil))
             } else if !object.fulfilIfNeeded() {
                 try object.throwIfStorageFailed()  // the store could not be read: no conflict is known
-                conflicts.append(MergeConflict(objectID: id, oldVersion: object.rowVersion, newVersion: nil))
+                conflicts.append(MergeConflict(objectID: id, oldVersion: stored(object.rowVersion), newVersion: nil))
             } else if index < updatedCount {
                 // The change is read in place (no copy of its lists).
                 if let version = save.updated[index].baseVersion, try !holds(save.updated[index], of: object) {
-                    conflicts.append(MergeConflict(objectID: id, oldVersion: version, newVersion: object.rowVersion))
+                    conflicts.append(MergeConflict(objectID: id, oldVersion: stored(version), newVersion: stored(object.rowVersion)))
                 }
             } else if let base = save.bases[id], try !holds(base, of: object) {
-                conflicts.append(MergeConflict(objectID: id, oldVersion: base.version, newVersion: object.rowVersion))
+                conflicts.append(MergeConflict(objectID: id, oldVersion: stored(base.version), newVersion: stored(object.rowVersion)))
             }
         }
         guard conflicts.isEmpty else { throw StrataError.mergeConflicts(conflicts) }

@@ -7,7 +7,15 @@ struct ObjectSnapshot: Sendable, Hashable {
     /// The object.
     var objectID: ManagedObjectID
     /// The row version this state was read at or based on; 0 for an object never saved.
+    /// A parent's state of an object with unsaved changes carries ``unsavedMark`` too.
     var version: UInt64
+
+    /// Set in the version of a parent context's state of an object with unsaved changes,
+    /// as a child reads it: its values are not the stored row of that version, so a change
+    /// the child bases on them is never taken for one based on the stored row (a root
+    /// context compares the version with the store's to take a change unread:
+    /// ``ObjectGraph``'s `unreadChanges(in:)`). Stored versions never reach it.
+    static let unsavedMark: UInt64 = 1 << 63
     /// Attribute values by attribute slot.
     var attributes: [AttributeValue?]
     /// Relationship values by relationship slot.
