@@ -229,7 +229,7 @@ extension ObjectGraph {
             merged.deleted.append(object)
         }
         for object in targets[(updatedCount + save.deleted.count)...] where !object.isInserted {
-            pending.conflictChecks[ObjectIdentifier(object)] = object
+            unsaved.conflictChecks[ObjectIdentifier(object)] = object
         }
         return merged
     }

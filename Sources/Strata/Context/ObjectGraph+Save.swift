@@ -34,7 +34,7 @@ extension ObjectGraph {
     /// run again).
     func runWillSave() throws -> WillSaveRound {
         let round = WillSaveRound(updated: updated, changedCount: changedCount)
-        let deleted = self.deleted.filter { !pending.vanished.contains(ObjectIdentifier($0)) }
+        let deleted = self.deleted.filter { !unsaved.vanished.contains(ObjectIdentifier($0)) }
         for object in inserted + round.updated + deleted { object.willSave() }
         try propagateDeletes()
         try adoptNewDestinations()
@@ -52,8 +52,8 @@ extension ObjectGraph {
             inserted: inserted,
             updated: changedCount == round.changedCount ? round.updated.filter(\.isUpdated) : updated,
             // Objects whose rows were gone when their faults fired are discarded, unwritten.
-            deleted: deleted.filter { !pending.vanished.contains(ObjectIdentifier($0)) },
-            discarded: deleted.filter { pending.vanished.contains(ObjectIdentifier($0)) })
+            deleted: deleted.filter { !unsaved.vanished.contains(ObjectIdentifier($0)) },
+            discarded: deleted.filter { unsaved.vanished.contains(ObjectIdentifier($0)) })
         var failures: [ValidationFailure] = []
         func collect(_ check: () throws -> Void) throws {
             do { try check() } catch StrataError.validation(let found) { failures += found }
@@ -102,7 +102,7 @@ extension ObjectGraph {
             let store = try plan.store(of: object, coordinator: coordinator)
             plan.saves[plan.index(of: store)].deleted.append(StoreChanges.Deletion(objectID: object.objectID, expectedVersion: object.rowVersion))
         }
-        for object in pending.conflictChecks.values where object.owner === self && !object.hasChanges && !object.objectID.isTemporaryID {
+        for object in unsaved.conflictChecks.values where object.owner === self && !object.hasChanges && !object.objectID.isTemporaryID {
             let store = try plan.store(of: object, coordinator: coordinator)
             plan.saves[plan.index(of: store)].checked.append(StoreChanges.Deletion(objectID: object.objectID, expectedVersion: object.rowVersion))
         }
@@ -172,7 +172,7 @@ extension ObjectGraph {
         }
         save.updated = batch.updated.map(ObjectChange.init(of:))
         save.deleted = batch.deleted.map(\.objectID)
-        let checked = pending.conflictChecks.values.filter { $0.owner === self && !$0.hasChanges && !$0.isInserted }
+        let checked = unsaved.conflictChecks.values.filter { $0.owner === self && !$0.hasChanges && !$0.isInserted }
         save.checked = checked.map(\.objectID)
         for object in batch.deleted + checked {
             if let base = object.makeCommittedSnapshot() { save.bases[object.objectID] = base }
@@ -226,7 +226,7 @@ extension ObjectGraph {
         }
         guard !object.objectID.isTemporaryID, !object.isInserted else { return }
         guard object.fulfilIfNeeded() else { throw object.inaccessibleError }
-        pending.conflictChecks[ObjectIdentifier(object)] = object
+        unsaved.conflictChecks[ObjectIdentifier(object)] = object
     }
 
     /// A saved deletion: the object leaves the context.

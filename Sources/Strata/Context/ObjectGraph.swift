@@ -109,7 +109,7 @@ final class ObjectGraph: ObjectOwner {
     @exclusivity(unchecked) private var retained: [ObjectIdentifier: ManagedObject] = [:]
     /// The unsaved changes: the objects inserted, changed and deleted since the last save
     /// (held until then), the delete rules still to run, failed edits, conflict checks.
-    @exclusivity(unchecked) var pending = PendingChanges()
+    @exclusivity(unchecked) var unsaved = PendingChanges()
     /// What changed since the last ``takeChangeEvent()`` (ObjectsDidChange).
     @exclusivity(unchecked) private var event = ChangeEvent()
     /// Batched faults and the staleness interval (ObjectGraph+Batching.swift).
@@ -132,8 +132,8 @@ final class ObjectGraph: ObjectOwner {
     deinit {
         // Objects that outlive their context keep no owner (and do not call back).
         for object in identities.objects + identities.displacedObjects { object.outlive(self) }
-        for object in pending.inserted + pending.deleted { object.outlive(self) }
-        for object in pending.changed.values { object.outlive(self) }
+        for object in unsaved.inserted + unsaved.deleted { object.outlive(self) }
+        for object in unsaved.changed.values { object.outlive(self) }
     }
 
     /// A graph on `coordinator` alone (no context around it).
@@ -375,21 +375,21 @@ final class ObjectGraph: ObjectOwner {
     }
 
     override func objectWillChange(_ object: ManagedObject, key: String) {
-        pending.removeFailedEdit(object, key: key)
+        unsaved.removeFailedEdit(object, key: key)
         event.record(object, in: .updated)
         // An inserted object is held and saved whole already.
         guard !object.isInserted else { return }
-        pending.recordChange(object)
+        unsaved.recordChange(object)
     }
 
     override func editFailed(_ object: ManagedObject, key: String, error: StrataError) {
-        pending.recordFailedEdit(object, key: key, error: error)
+        unsaved.recordFailedEdit(object, key: key, error: error)
     }
 
     /// Throws the error of the first edit that could not happen (see
     /// ``editFailed(_:key:error:)``): a save must not go on without it.
     func throwIfEditsFailed() throws(StrataError) {
-        if let failed = pending.failedEdits.first { throw failed.error }
+        if let failed = unsaved.failedEdits.first { throw failed.error }
     }
 
     override func handleInaccessibleFault(_ object: ManagedObject, property: String?, error: StrataError) -> Bool {
@@ -401,7 +401,7 @@ final class ObjectGraph: ObjectOwner {
         // in deletedObjects until the next save or reset discards it (no store write:
         // there is no row, and no validation).
         object.vanish()
-        pending.recordVanished(object)
+        unsaved.recordVanished(object)
         event.record(object, in: .deleted)
         return true
     }
@@ -444,7 +444,7 @@ final class ObjectGraph: ObjectOwner {
             for (key, error) in failed { editFailed(object, key: key, error: error) }
             object.pendingFailedEdits = []
         }
-        pending.recordInsert(object)
+        unsaved.recordInsert(object)
         register(object)
         event.record(object, in: .inserted)
         object.awakeFromInsert()
@@ -461,8 +461,8 @@ final class ObjectGraph: ObjectOwner {
     /// child, which called it already). `store` is the child's `assign(_:to:)` choice.
     func registerInsertFromChild(_ object: ManagedObject, store: PersistentStore?) {
         object.enterInserted(into: self)
-        pending.recordInsert(object)
-        if let store { pending.assign(object, to: store) }
+        unsaved.recordInsert(object)
+        if let store { unsaved.assign(object, to: store) }
         register(object)
         event.record(object, in: .inserted)
     }
@@ -470,11 +470,11 @@ final class ObjectGraph: ObjectOwner {
     /// Takes back the deletion of `object`: a saved object stays (no longer in
     /// ``deleted``); one inserted since the last save is inserted again.
     private func undelete(_ object: ManagedObject) {
-        let wasSaved = pending.removeDelete(object)
+        let wasSaved = unsaved.removeDelete(object)
         object.restoreFromDeletion(reinserting: !wasSaved)
         event.unrecord(object, from: .deleted)
         if !wasSaved {
-            pending.recordInsert(object)
+            unsaved.recordInsert(object)
             event.record(object, in: .inserted)
         }
     }
@@ -494,17 +494,17 @@ final class ObjectGraph: ObjectOwner {
         // version it read, and delete rules, undo and notifications see its values. When
         // the store cannot be read, the delete fails with that (not a conflict at save).
         if !object.fulfilIfNeeded() { try object.throwIfStorageFailed() }
-        pending.removeFailedEdits(of: object)   // edits of a deleted object no longer matter
+        unsaved.removeFailedEdits(of: object)   // edits of a deleted object no longer matter
         object.prepareForDeletion()
         event.record(object, in: .deleted)
         if object.isInserted {
-            pending.removeInsert(object)
+            unsaved.removeInsert(object)
             object.enterDeleted()
-            pending.pendingDeletes.append(object)
+            unsaved.pendingDeletes.append(object)
             return
         }
         object.enterDeleted()
-        pending.recordDelete(object)
+        unsaved.recordDelete(object)
     }
 
     /// Runs the delete rules of objects deleted since the last call: nullify removes
@@ -513,14 +513,14 @@ final class ObjectGraph: ObjectOwner {
     /// read (a storage failure), the objects not yet done stay pending for the next
     /// call, and the failure is thrown.
     func propagateDeletes() throws {
-        while !pending.pendingDeletes.isEmpty {
-            let batch = pending.pendingDeletes
-            pending.pendingDeletes = []
+        while !unsaved.pendingDeletes.isEmpty {
+            let batch = unsaved.pendingDeletes
+            unsaved.pendingDeletes = []
             for (index, object) in batch.enumerated() {
                 do {
                     try propagateDelete(of: object)
                 } catch {
-                    pending.pendingDeletes = Array(batch[index...]) + pending.pendingDeletes
+                    unsaved.pendingDeletes = Array(batch[index...]) + unsaved.pendingDeletes
                     throw error
                 }
             }
@@ -550,10 +550,10 @@ final class ObjectGraph: ObjectOwner {
                 try detachDestinations(of: object, slot: slot)
             }
         }
-        if !object.isInserted && !pending.isDeletion(object) {
+        if !object.isInserted && !unsaved.isDeletion(object) {
             // An inserted-then-deleted object: it leaves the context entirely.
             unregister(object)
-            pending.forgetUnsaved(object)
+            unsaved.forgetUnsaved(object)
             object.discardUnsaved()
         }
     }
@@ -576,17 +576,17 @@ final class ObjectGraph: ObjectOwner {
     // MARK: State
 
     /// Inserted objects, in insertion order.
-    var inserted: [ManagedObject] { pending.inserted }
+    var inserted: [ManagedObject] { unsaved.inserted }
 
     /// Deleted objects (saved ones), in deletion order.
-    var deleted: [ManagedObject] { pending.deleted }
+    var deleted: [ManagedObject] { unsaved.deleted }
 
     /// Objects changed since the last save, neither inserted nor deleted, in ID order.
-    var updated: [ManagedObject] { pending.updated }
+    var updated: [ManagedObject] { unsaved.updated }
 
     /// Deleted objects whose rows were gone when their faults fired (see
     /// ``PendingChanges/vanished``).
-    var vanished: Set<ObjectIdentifier> { pending.vanished }
+    var vanished: Set<ObjectIdentifier> { unsaved.vanished }
 
     /// Reads the objects that hold changes taken from a child without their values
     /// (``ManagedObject/holdsUnreadChanges``), together: a save validates and writes
@@ -594,18 +594,18 @@ final class ObjectGraph: ObjectOwner {
     /// reported, when validation reaches it.
     func readUnreadChanges() {
         // In ID order: rows of neighbouring keys are read by the cursor's next steps.
-        let unread = pending.unreadChanges
+        let unread = unsaved.unreadChanges
         if !unread.isEmpty { try? fulfilFaults(unread) }
     }
 
     /// ``updated``, only the objects whose entity has relationships.
-    var updatedWithRelationships: [ManagedObject] { pending.updatedWithRelationships }
+    var updatedWithRelationships: [ManagedObject] { unsaved.updatedWithRelationships }
 
     /// How many objects are in the changed set (see ``updated``).
-    var changedCount: Int { pending.changed.count }
+    var changedCount: Int { unsaved.changed.count }
 
     /// Whether anything is unsaved.
-    var hasChanges: Bool { pending.hasChanges }
+    var hasChanges: Bool { unsaved.hasChanges }
 
     /// The store `object` goes to.
     func assign(_ object: ManagedObject, to store: PersistentStore) throws {
@@ -618,20 +618,20 @@ final class ObjectGraph: ObjectOwner {
         guard try coordinator.persistentStores.contains(store), store.holds(object.entity.name) else {
             throw StrataError.noStore(entity: object.entity.name)
         }
-        pending.assign(object, to: store)
+        unsaved.assign(object, to: store)
     }
 
     /// Whether no object was assigned a store with `assign(_:to:)`.
-    var assignedStoresAreEmpty: Bool { pending.assignedStores.isEmpty }
+    var assignedStoresAreEmpty: Bool { unsaved.assignedStores.isEmpty }
 
     /// The store chosen for `object` with `assign(_:to:)`, if any.
     func assignedStore(of object: ManagedObject) -> PersistentStore? {
-        pending.assignedStores[ObjectIdentifier(object)]
+        unsaved.assignedStores[ObjectIdentifier(object)]
     }
 
     /// The store a new object will be saved to.
     func store(forNew object: ManagedObject) throws -> PersistentStore {
-        if let store = pending.assignedStores[ObjectIdentifier(object)] { return store }
+        if let store = unsaved.assignedStores[ObjectIdentifier(object)] { return store }
         return try coordinator.defaultStore(for: object.entity.name)
     }
 
@@ -655,7 +655,7 @@ final class ObjectGraph: ObjectOwner {
 
     /// Clears the change sets after a save or rollback.
     func clearChanges() {
-        pending.clear()
+        unsaved.clear()
     }
 
     /// Records `object` in the current event (a merge's inserted objects).
@@ -666,7 +666,7 @@ final class ObjectGraph: ObjectOwner {
     /// An object deleted in its store by someone else (a merged save): it leaves the
     /// context as a deleted object, whatever unsaved changes it had.
     func forgetMergedDeletion(_ object: ManagedObject) {
-        pending.forgetDeletedElsewhere(object)
+        unsaved.forgetDeletedElsewhere(object)
         event.unrecord(object, from: .updated)
         event.record(object, in: .deleted)
         unregister(object)
@@ -687,7 +687,7 @@ final class ObjectGraph: ObjectOwner {
         event = ChangeEvent()
         event.invalidatedAll = true
         for object in identities.displacedObjects { object.outlive(self) }
-        for object in registeredObjects + pending.inserted + pending.deleted {
+        for object in registeredObjects + unsaved.inserted + unsaved.deleted {
             event.record(object, in: .invalidated)
             object.invalidate()
         }
@@ -701,24 +701,24 @@ final class ObjectGraph: ObjectOwner {
     /// Puts every object back as it was at the last save or fetch: inserted objects
     /// leave, deleted ones come back, changed ones get their committed values.
     func rollback() {
-        for object in pending.inserted {
+        for object in unsaved.inserted {
             unregister(object)
             object.discardUnsaved()
             event.record(object, in: .invalidated)
         }
-        for object in pending.deleted where pending.vanished.contains(ObjectIdentifier(object)) {
+        for object in unsaved.deleted where unsaved.vanished.contains(ObjectIdentifier(object)) {
             // Its row is gone: nothing to go back to.
             unregister(object)
             object.leaveContextDeleted()
         }
-        for object in pending.changed.values where !object.isInserted && object.owner === self {
+        for object in unsaved.changed.values where !object.isInserted && object.owner === self {
             object.restoreFromDeletion(reinserting: false)
             object.revertToCommitted()
             event.unrecord(object, from: .updated)
             event.unrecord(object, from: .deleted)
             event.record(object, in: .refreshed)
         }
-        for object in pending.pendingDeletes where object.owner === self { object.restoreFromDeletion(reinserting: false) }
+        for object in unsaved.pendingDeletes where object.owner === self { object.restoreFromDeletion(reinserting: false) }
         clearChanges()
     }
 
@@ -731,7 +731,7 @@ final class ObjectGraph: ObjectOwner {
         guard mergeChanges else {
             event.unrecord(object, from: .updated)
             event.unrecord(object, from: .deleted)
-            pending.forgetChanges(of: object)
+            unsaved.forgetChanges(of: object)
             object.restoreFromDeletion(reinserting: false)
             object.turnIntoFault()
             return
