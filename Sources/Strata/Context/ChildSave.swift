@@ -56,22 +56,43 @@ struct ObjectChange: Sendable {
         var removed: [ManagedObjectID]
     }
 
+    /// What few changes have: attributes after the first, and relationships. Kept out
+    /// of line, so that a change of one attribute is copied (into the save's list, out
+    /// of it) with a single reference count, its ID's.
+    private final class Rest: Sendable {
+        let attributes: [Attribute]
+        let toOne: [Relationship]
+        let ordered: [Relationship]
+        let members: [Members]
+
+        init(attributes: [Attribute], toOne: [Relationship], ordered: [Relationship], members: [Members]) {
+            self.attributes = attributes
+            self.toOne = toOne
+            self.ordered = ordered
+            self.members = members
+        }
+    }
+
     /// The object.
     var objectID: ManagedObjectID
     /// The row version the child read the object at; nil for an object its parent has
     /// not saved either (there is no read state to compare).
     var baseVersion: UInt64?
-    /// The first changed attribute, inline: most changes set one or two attributes, and
-    /// then no list is allocated (and freed) per object.
+    /// The first changed attribute, inline: most changes set one or two attributes.
     private var firstAttribute: Attribute?
+    /// The rest, when there is any.
+    private var rest: Rest?
+
     /// The changed attributes after the first.
-    private var moreAttributes: [Attribute] = []
+    private var moreAttributes: [Attribute] { rest?.attributes ?? [] }
     /// Changed to-one relationships.
-    var toOne: [Relationship] = []
+    var toOne: [Relationship] { rest?.toOne ?? [] }
     /// Changed ordered to-many relationships.
-    var ordered: [Relationship] = []
+    var ordered: [Relationship] { rest?.ordered ?? [] }
     /// Changed unordered to-many relationships.
-    var members: [Members] = []
+    var members: [Members] { rest?.members ?? [] }
+    /// Whether only attributes changed.
+    var changesAttributesOnly: Bool { rest.map { $0.toOne.isEmpty && $0.ordered.isEmpty && $0.members.isEmpty } ?? true }
 
     /// The changes of `object` since it was last read or saved. A saved object lists
     /// only the properties whose committed value it kept (the ones it changed).
@@ -80,40 +101,54 @@ struct ObjectChange: Sendable {
         let entity = object.entity
         let saved = object.isSaved
         baseVersion = saved ? object.rowVersion : nil
+        var parts = Parts()
         if saved {
             if let committed = object.committedCopy {
                 committed.forEachAttributeInSlotOrder { slot, base in
                     guard !entity.attributes[slot].isTransient else { return }
                     let value = object.attributeValue(at: slot)
-                    if value != base { append(Attribute(slot: slot, value: value, base: base)) }
+                    if value != base { parts.append(Attribute(slot: slot, value: value, base: base)) }
                 }
                 if !committed.relationships.isEmpty {
                     for (slot, _) in committed.relationships.sorted(by: { $0.slot < $1.slot }) {
-                        addRelationship(slot, of: object)
+                        parts.addRelationship(slot, of: object)
                     }
                 }
             }
         } else {
             for slot in entity.storedAttributeSlots {
-                if let value = object.attributeValue(at: slot) { append(Attribute(slot: slot, value: value, base: nil)) }
+                if let value = object.attributeValue(at: slot) { parts.append(Attribute(slot: slot, value: value, base: nil)) }
             }
-            for slot in entity.relationships.indices { addRelationship(slot, of: object) }
+            for slot in entity.relationships.indices { parts.addRelationship(slot, of: object) }
+        }
+        firstAttribute = parts.first
+        if !parts.more.isEmpty || !parts.toOne.isEmpty || !parts.ordered.isEmpty || !parts.members.isEmpty {
+            rest = Rest(attributes: parts.more, toOne: parts.toOne, ordered: parts.ordered, members: parts.members)
         }
     }
 
     /// How many attributes changed.
-    var attributeCount: Int { firstAttribute == nil ? 0 : 1 + moreAttributes.count }
+    var attributeCount: Int { firstAttribute == nil ? 0 : 1 + (rest?.attributes.count ?? 0) }
 
     /// Changed attribute `index` (`0..<attributeCount`), by ascending slot.
     func attribute(_ index: Int) -> Attribute {
         index == 0 ? firstAttribute! : moreAttributes[index - 1]
     }
+}
 
-    private mutating func append(_ attribute: Attribute) {
-        if firstAttribute == nil { firstAttribute = attribute } else { moreAttributes.append(attribute) }
+/// An ``ObjectChange`` as it is gathered.
+private struct Parts {
+    var first: ObjectChange.Attribute?
+    var more: [ObjectChange.Attribute] = []
+    var toOne: [ObjectChange.Relationship] = []
+    var ordered: [ObjectChange.Relationship] = []
+    var members: [ObjectChange.Members] = []
+
+    mutating func append(_ attribute: ObjectChange.Attribute) {
+        if first == nil { first = attribute } else { more.append(attribute) }
     }
 
-    private mutating func addRelationship(_ slot: Int, of object: ManagedObject) {
+    mutating func addRelationship(_ slot: Int, of object: ManagedObject) {
         guard object.relationshipChanged(slot) else { return }
         let relationship = object.entity.relationships[slot]
         let base = (object.committedRelationship(at: slot) ?? .notLoaded).snapshot
@@ -121,14 +156,14 @@ struct ObjectChange: Sendable {
         case .notLoaded:
             return
         case .toOne(let destination):
-            toOne.append(Relationship(slot: slot, destinations: destination.map { [$0.objectID] } ?? [], base: base))
+            toOne.append(ObjectChange.Relationship(slot: slot, destinations: destination.map { [$0.objectID] } ?? [], base: base))
         case .toMany(let storage) where relationship.isOrdered:
-            ordered.append(Relationship(slot: slot, destinations: storage.objects.map(\.objectID), base: base))
+            ordered.append(ObjectChange.Relationship(slot: slot, destinations: storage.objects.map(\.objectID), base: base))
         case .toMany(let storage):
             let old: [ManagedObject]
             if case .toMany(let oldStorage)? = object.committedRelationship(at: slot) { old = oldStorage.objects } else { old = [] }
             let before = Set(old.map(ObjectIdentifier.init))
-            members.append(Members(
+            members.append(ObjectChange.Members(
                 slot: slot,
                 added: storage.objects.filter { !before.contains(ObjectIdentifier($0)) }.map(\.objectID),
                 removed: old.filter { !storage.contains($0) }.map(\.objectID)))

@@ -257,10 +257,10 @@ extension ObjectGraph {
         // (The changes are read in place: a copy of one costs more than the checks.)
         for index in save.updated.indices {
             guard let version = save.updated[index].baseVersion, save.updated[index].attributeCount > 0,
-                  save.updated[index].toOne.isEmpty, save.updated[index].ordered.isEmpty, save.updated[index].members.isEmpty,
-                  !save.updated[index].objectID.isTemporaryID, registeredObject(for: save.updated[index].objectID) == nil
+                  save.updated[index].changesAttributesOnly,
+                  let object = newFault(forUnregistered: save.updated[index].objectID)
             else { continue }
-            candidates.append((index, object(for: save.updated[index].objectID), version))
+            candidates.append((index, object, version))
         }
         guard !candidates.isEmpty else { return [] }
         let stores = try coordinator.persistentStores

@@ -133,7 +133,7 @@ final class ObjectGraph: ObjectOwner {
         // Objects that outlive their context keep no owner (and do not call back).
         for object in identities.objects + identities.displacedObjects { object.outlive(self) }
         for object in unsaved.inserted + unsaved.deleted { object.outlive(self) }
-        for object in unsaved.changed.values { object.outlive(self) }
+        for object in unsaved.changed { object.outlive(self) }
     }
 
     /// A graph on `coordinator` alone (no context around it).
@@ -290,18 +290,34 @@ final class ObjectGraph: ObjectOwner {
         return object
     }
 
+    /// A new fault for the permanent `id`, when no object is registered for it (nil when
+    /// one is): ``object(for:)`` for a caller that must know which, with one lookup.
+    func newFault(forUnregistered id: ManagedObjectID) -> ManagedObject? {
+        guard case .permanent = id.identity else { return nil }
+        let key = identityKey(of: id)
+        guard identities[key] == nil, family.generation == 0 || registeredObject(for: id) == nil else { return nil }
+        let entity = entity(named: id.entityName)
+        let object = entity.managedObjectClass.init(entity: entity)
+        object.becomeNewFault(store: key.storeNumber, primaryKey: key.low, owner: self)
+        register(object, as: key)
+        return object
+    }
+
+    /// The model's entity `name` (the last one asked for is kept), or an entity of that
+    /// name alone when the model has none.
+    private func entity(named name: String) -> EntityDescription {
+        if let last = lastIDEntity, last.name == name { return last }
+        let entity = (try? model)?.entitiesByName[name] ?? EntityDescription(name: name)
+        lastIDEntity = entity
+        return entity
+    }
+
     /// The object for `id`: the registered one, or a new fault of the entity's class.
     /// Touches no store.
     override func object(for id: ManagedObjectID) -> ManagedObject {
         if let registered = registeredObject(for: id) { return registered }
         let id = id.isTemporaryID ? family.permanentID(for: id) ?? id : id
-        let entity: EntityDescription
-        if let last = lastIDEntity, last.name == id.entityName {
-            entity = last
-        } else {
-            entity = (try? model)?.entitiesByName[id.entityName] ?? EntityDescription(name: id.entityName)
-            lastIDEntity = entity
-        }
+        let entity = entity(named: id.entityName)
         let object = entity.managedObjectClass.init(entity: entity)
         if case .permanent = id.identity {
             let key = identityKey(of: id)
@@ -602,7 +618,7 @@ final class ObjectGraph: ObjectOwner {
     var updatedWithRelationships: [ManagedObject] { unsaved.updatedWithRelationships }
 
     /// How many objects are in the changed set (see ``updated``).
-    var changedCount: Int { unsaved.changed.count }
+    var changedCount: Int { unsaved.changedCount }
 
     /// Whether anything is unsaved.
     var hasChanges: Bool { unsaved.hasChanges }
@@ -711,7 +727,7 @@ final class ObjectGraph: ObjectOwner {
             unregister(object)
             object.leaveContextDeleted()
         }
-        for object in unsaved.changed.values where !object.isInserted && object.owner === self {
+        for object in unsaved.changed where !object.isInserted && object.owner === self {
             object.restoreFromDeletion(reinserting: false)
             object.revertToCommitted()
             event.unrecord(object, from: .updated)

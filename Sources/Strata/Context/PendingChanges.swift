@@ -12,8 +12,19 @@ struct PendingChanges {
     /// Deleted objects (saved ones: an inserted object that is deleted simply leaves), in
     /// deletion order.
     private(set) var deleted: [ManagedObject] = []
-    /// Objects changed since the last save, deleted ones included.
-    private(set) var changed: [ObjectIdentifier: ManagedObject] = [:]
+    /// Objects changed since the last save, deleted ones included, in the order they
+    /// first changed: an object is in the set while it carries
+    /// ``ObjectBits/pendingChange``, and listed once while it carries
+    /// ``ObjectBits/pendingListed`` (an object that left the set keeps its entry until
+    /// the list is compacted, so that leaving costs no search). No hashing per change,
+    /// and objects changed in key order (a fetch's, a child's save's) stay in it, so
+    /// that ``updated`` needs no sort.
+    private var changedList: [ManagedObject] = []
+    /// How many objects are in the changed set.
+    private(set) var changedCount = 0
+    /// How many of them are of entities with relationships (none: no save need look
+    /// for relationship changes among them).
+    private var changedWithRelationshipsCount = 0
     /// Deleted objects whose delete rules have not run yet.
     var pendingDeletes: [ManagedObject] = []
     /// Stores chosen with `assign(_:to:)` for inserted objects.
@@ -47,7 +58,7 @@ struct PendingChanges {
     mutating func recordDelete(_ object: ManagedObject) {
         deleted.append(object)
         pendingDeletes.append(object)
-        changed[ObjectIdentifier(object)] = object
+        addChange(object)
     }
 
     /// `object`'s row was gone when its fault fired: it is deleted here, and the next save
@@ -56,7 +67,7 @@ struct PendingChanges {
         let key = ObjectIdentifier(object)
         vanished.insert(key)
         if !deleted.contains(where: { $0 === object }) { deleted.append(object) }
-        changed[key] = object
+        addChange(object)
     }
 
     /// The deletion of `object` is taken back. Returns whether it was a saved object's
@@ -70,7 +81,38 @@ struct PendingChanges {
 
     /// `object` changed (held until the save; the same object again is no change).
     mutating func recordChange(_ object: ManagedObject) {
-        changed[ObjectIdentifier(object)] = object
+        addChange(object)
+    }
+
+    /// `object` joins the changed set (once).
+    private mutating func addChange(_ object: ManagedObject) {
+        let bits = object._bits
+        guard bits & ObjectBits.pendingChange == 0 else { return }
+        if bits & ObjectBits.pendingListed == 0 { changedList.append(object) }
+        object._bits = bits | ObjectBits.pendingChange | ObjectBits.pendingListed
+        changedCount += 1
+        if !object._entity.relationships.isEmpty { changedWithRelationshipsCount += 1 }
+    }
+
+    /// `object` leaves the changed set. Its entry stays until more than half the list
+    /// is stale, then the list is compacted (each removal costs constant time on
+    /// average, and the list never holds more than twice the set).
+    private mutating func removeChange(_ object: ManagedObject) {
+        guard object._bits & ObjectBits.pendingChange != 0 else { return }
+        object._bits &= ~ObjectBits.pendingChange
+        changedCount -= 1
+        if !object._entity.relationships.isEmpty { changedWithRelationshipsCount -= 1 }
+        guard changedList.count > 2 * changedCount + 16 else { return }
+        changedList.removeAll { object in
+            guard object._bits & ObjectBits.pendingChange == 0 else { return false }
+            object._bits &= ~ObjectBits.pendingListed
+            return true
+        }
+    }
+
+    /// The objects in the changed set, in the order they first changed.
+    var changed: [ManagedObject] {
+        changedList.count == changedCount ? changedList : changedList.filter { $0._bits & ObjectBits.pendingChange != 0 }
     }
 
     /// `object` is saved to `store` (``ObjectGraph/assign(_:to:)``).
@@ -96,15 +138,14 @@ struct PendingChanges {
 
     /// `object` leaves every set: an object inserted and deleted before any save.
     mutating func forgetUnsaved(_ object: ManagedObject) {
-        let key = ObjectIdentifier(object)
-        changed[key] = nil
-        assignedStores[key] = nil
+        removeChange(object)
+        assignedStores[ObjectIdentifier(object)] = nil
     }
 
     /// `object` leaves every set: deleted in its store by someone else (a merged save).
     mutating func forgetDeletedElsewhere(_ object: ManagedObject) {
         let key = ObjectIdentifier(object)
-        changed[key] = nil
+        removeChange(object)
         conflictChecks[key] = nil
         deleted.removeAll { $0 === object }
         pendingDeletes.removeAll { $0 === object }
@@ -112,7 +153,7 @@ struct PendingChanges {
 
     /// `object`'s changes and deletion are discarded (it was refreshed without merging).
     mutating func forgetChanges(of object: ManagedObject) {
-        changed[ObjectIdentifier(object)] = nil
+        removeChange(object)
         deleted.removeAll { $0 === object }
     }
 
@@ -121,7 +162,10 @@ struct PendingChanges {
         inserted = []
         deleted = []
         pendingDeletes = []
-        changed = [:]
+        for object in changedList { object._bits &= ~(ObjectBits.pendingChange | ObjectBits.pendingListed) }
+        changedList = []
+        changedCount = 0
+        changedWithRelationshipsCount = 0
         assignedStores = [:]
         conflictChecks = [:]
         vanished = []
@@ -132,24 +176,25 @@ struct PendingChanges {
 
     /// Objects changed since the last save, neither inserted nor deleted, in ID order.
     var updated: [ManagedObject] {
-        ManagedObject.inIDOrder(changed.values.filter { $0.isUpdated })
+        ManagedObject.inIDOrder(changed.filter { $0.isUpdated })
     }
 
     /// ``updated``, only the objects whose entity has relationships.
     var updatedWithRelationships: [ManagedObject] {
-        ManagedObject.inIDOrder(changed.values.filter { $0.isUpdated && !$0.entity.relationships.isEmpty })
+        guard changedWithRelationshipsCount > 0 else { return [] }
+        return ManagedObject.inIDOrder(changed.filter { $0.isUpdated && !$0.entity.relationships.isEmpty })
     }
 
     /// Changed objects that hold changes taken from a child without their values
     /// (``ManagedObject/holdsUnreadChanges``), in ID order.
     var unreadChanges: [ManagedObject] {
-        guard changed.values.contains(where: \.holdsUnreadChanges) else { return [] }
-        return ManagedObject.inIDOrder(changed.values.filter(\.holdsUnreadChanges))
+        guard changedList.contains(where: { $0.holdsUnreadChanges && $0._bits & ObjectBits.pendingChange != 0 }) else { return [] }
+        return ManagedObject.inIDOrder(changed.filter(\.holdsUnreadChanges))
     }
 
     /// Whether anything is unsaved.
     var hasChanges: Bool {
-        !inserted.isEmpty || !deleted.isEmpty || changed.values.contains { $0.isUpdated } || !pendingDeletes.isEmpty
+        !inserted.isEmpty || !deleted.isEmpty || changedList.contains { $0.isUpdated && $0._bits & ObjectBits.pendingChange != 0 } || !pendingDeletes.isEmpty
     }
 
     /// Whether `object` is a saved object deleted here.

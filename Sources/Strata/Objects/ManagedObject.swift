@@ -199,8 +199,16 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// `objects` in ID order (see ``precedesByID(_:)``).
     static func inIDOrder(_ objects: [ManagedObject]) -> [ManagedObject] {
         guard let first = objects.first else { return [] }
-        // Saved objects of one entity (the usual save): sorted by row key alone, as
-        // plain integers, then gathered.
+        // Saved objects of one entity (the usual save), often in key order already (as
+        // fetched, or as a child's save lists them): then nothing moves.
+        var previous = first.rowKey
+        let inOrder = objects.allSatisfy { object in
+            guard object._bits & ObjectBits.temporary == 0, object._entity === first._entity, object.rowKey >= previous else { return false }
+            previous = object.rowKey
+            return true
+        }
+        if inOrder { return objects }
+        // Otherwise sorted by row key alone, as plain integers, then gathered.
         var keys: [(key: UInt64, index: Int)] = []
         keys.reserveCapacity(objects.count)
         for (index, object) in objects.enumerated() {

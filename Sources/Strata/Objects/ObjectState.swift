@@ -42,6 +42,11 @@ struct ObjectBits {
     static let nilOverrides: UInt32 = 1 << 13
     /// The owner holds the object with an extra retain (``ObjectGraph/retainsRegisteredObjects``).
     static let retainedByOwner: UInt32 = 1 << 14
+    /// The object is in its owner's changed set (``PendingChanges``).
+    static let pendingChange: UInt32 = 1 << 15
+    /// The object has an entry in its owner's list of changed objects, which may be
+    /// stale (it left the set since; ``PendingChanges``).
+    static let pendingListed: UInt32 = 1 << 24
 
     /// The event marks (``ChangeEvent``): bits 16 to 23.
     static let eventShift: UInt32 = 16
