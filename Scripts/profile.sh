@@ -58,3 +58,4 @@ saving() {
 }
 report "root context save of N updates" "$(saving update fetch-update "$n")" "$(saving update fetch-update "$((2 * n))")"
 report "child -> parent save (one hop)" "$(saving child-update child-fetch "$n")" "$(saving child-update child-fetch "$((2 * n))")"
+report "middle of a chain -> root (one hop)" "$(saving chain-hop chain-leaf "$n")" "$(saving chain-hop chain-leaf "$((2 * n))")"

@@ -17,6 +17,10 @@
 //   strata-profile child-fetch DIRECTORY     the same in a child context
 //   strata-profile child-update DIRECTORY    every object fetched in a child context, its score changed,
 //                                            the child saved into its parent (one hop)
+//   strata-profile chain-leaf DIRECTORY      a chain root <- middle <- leaf: every object fetched in the leaf,
+//                                            its score changed, the leaf saved into the middle
+//   strata-profile chain-hop DIRECTORY       the same, then the middle saved into the root (a hop from the
+//                                            middle of a chain)
 //   strata-profile generate N                the import's input alone (subtracted from the imports)
 //
 // Everything runs on the main thread, synchronously: valgrind serialises threads, and
@@ -186,6 +190,25 @@ func strataUpdate(_ directory: String, child: Bool, saving: Bool) throws {
     withExtendedLifetime(root) {}
 }
 
+/// A chain root <- middle <- leaf: every object fetched in the leaf, its score changed,
+/// the leaf saved into the middle, and with `hopping` the middle into the root (a hop
+/// from the middle of a chain).
+func strataChainUpdate(_ directory: String, hopping: Bool) throws {
+    let root = ManagedObjectContext(.privateQueue, coordinator: try openStrata(directory))
+    let middle = ManagedObjectContext(.privateQueue, parent: root)
+    let leaf = ManagedObjectContext(.privateQueue, parent: middle)
+    middle.performAndWait { $0.notificationCenter = nil }
+    let count = try leaf.performAndWait { context in
+        context.notificationCenter = nil
+        let count = try negateScores(in: context)
+        try context.save()
+        return count
+    }
+    if hopping { try middle.performAndWait { try $0.save() } }
+    print("updated \(count) objects\(hopping ? ", saved into the root" : "")")
+    withExtendedLifetime(root) {}
+}
+
 // MARK: Raw liblmdb (the layout of Benchmarks' RawStore: a row per id, an index entry per rank)
 
 struct RawStore {
@@ -295,6 +318,10 @@ do {
         try strataUpdate(arguments.last!, child: true, saving: false)
     case ("child-update", 2):
         try strataUpdate(arguments.last!, child: true, saving: true)
+    case ("chain-leaf", 2):
+        try strataChainUpdate(arguments.last!, hopping: false)
+    case ("chain-hop", 2):
+        try strataChainUpdate(arguments.last!, hopping: true)
     default:
         fail("unknown command or wrong arguments: \(arguments.joined(separator: " "))")
     }

@@ -138,16 +138,25 @@ extension ObjectGraph {
         // Changes to objects this context has not read, at the row versions stored:
         // taken without reading the objects' values.
         let unread = try unreadChanges(in: save)
-        let ids = save.updated.map(\.objectID) + save.deleted + save.checked
-        let targets = unread.isEmpty ? ids.map(object(for:)) : ids.indices.map { index in
-            index < updatedCount ? unread[index] ?? object(for: ids[index]) : object(for: ids[index])
+        // The IDs of the updated, deleted and checked objects, in that order, by index
+        // (not gathered into a list: a million changes would copy a million IDs twice).
+        let deletedEnd = updatedCount + save.deleted.count
+        func id(_ index: Int) -> ManagedObjectID {
+            index < updatedCount ? save.updated[index].objectID
+                : index < deletedEnd ? save.deleted[index - updatedCount] : save.checked[index - deletedEnd]
+        }
+        let count = deletedEnd + save.checked.count
+        var targets: [ManagedObject] = []
+        targets.reserveCapacity(count)
+        for index in 0..<count {
+            targets.append(index < unread.count ? unread[index] ?? object(for: id(index)) : object(for: id(index)))
         }
         func isUnread(_ index: Int) -> Bool { index < unread.count && unread[index] != nil }
         // The faults among them read in one transaction per store; one that cannot be
         // read that way is read (and its failure reported) on its own below.
         try? fulfilFaults(unread.isEmpty ? targets : targets.indices.compactMap { isUnread($0) ? nil : targets[$0] })
         for (index, object) in targets.enumerated() where !isUnread(index) {
-            let id = ids[index]
+            let id = id(index)
             if object.isDeleted {
                 conflicts.append(MergeConflict(objectID: id, oldVersion: stored(object.rowVersion), newVersion: nil))
             } else if !object.fulfilIfNeeded() {

@@ -86,17 +86,49 @@ final class ObjectSide {
     /// is copied when it first changes (the others' committed values are their current
     /// ones).
     @exclusivity(unchecked) var committed: CommittedState?
+    /// What fewer objects still need: made when one of its values is first set, so
+    /// that the side allocation of a changed object (its committed values) stays small.
+    @exclusivity(unchecked) private var rare: Rare?
+
+    /// The rarely set state (see ``rare``).
+    private final class Rare {
+        @exclusivity(unchecked) var faultFailure: StrataError?
+        @exclusivity(unchecked) var failedEdits: [(key: String, error: StrataError)] = []
+        @exclusivity(unchecked) var nilAttributes: Set<Int> = []
+        @exclusivity(unchecked) var temporaryUUID: UUID?
+    }
+
+    /// ``rare``, made when needed.
+    private var rareState: Rare {
+        if let rare { return rare }
+        let made = Rare()
+        rare = made
+        return made
+    }
+
     /// See ``ManagedObject/faultFailure``.
-    @exclusivity(unchecked) var faultFailure: StrataError?
+    var faultFailure: StrataError? {
+        get { rare?.faultFailure }
+        set { if newValue != nil || rare != nil { rareState.faultFailure = newValue } }
+    }
     /// Edits asked for through setters that cannot throw and that did not happen while
     /// the object was in no context (a value that cannot be stored): its context takes
     /// them over when the object is inserted, and its next save fails with the first.
-    @exclusivity(unchecked) var failedEdits: [(key: String, error: StrataError)] = []
+    var failedEdits: [(key: String, error: StrataError)] {
+        get { rare?.failedEdits ?? [] }
+        set { if !newValue.isEmpty || rare != nil { rareState.failedEdits = newValue } }
+    }
     /// Attribute slots that hold nil although their typed field cannot (the field then
     /// holds the attribute's default value, which is what its typed accessor reads).
-    @exclusivity(unchecked) var nilAttributes: Set<Int> = []
+    var nilAttributes: Set<Int> {
+        get { rare?.nilAttributes ?? [] }
+        set { if !newValue.isEmpty || rare != nil { rareState.nilAttributes = newValue } }
+    }
     /// The UUID of a temporary ID that this process did not make (read from a URI).
-    @exclusivity(unchecked) var temporaryUUID: UUID?
+    var temporaryUUID: UUID? {
+        get { rare?.temporaryUUID }
+        set { if newValue != nil || rare != nil { rareState.temporaryUUID = newValue } }
+    }
 }
 
 /// The values as last fetched or saved of the properties of an object that changed
