@@ -79,6 +79,18 @@ struct PendingChangesTests {
         #expect(graph.updated.count == 20 - 1)
     }
 
+    @Test("a graph that goes away with changes leaves no marks on its objects")
+    func deinitClears() async throws {
+        var (graph, notes): (ObjectGraph?, [Note]) = try await Self.savedNotes(4)
+        for note in notes { note.priority = 2 }
+        try graph?.refresh(notes[0], mergeChanges: false)  // a stale entry, too
+        #expect(Self.bits(of: notes[0]) == (false, true))
+        weak let gone = graph
+        graph = nil
+        #expect(gone == nil)
+        #expect(notes.allSatisfy { Self.bits(of: $0) == (false, false) && $0.owner == nil })
+    }
+
     @Test("a rollback empties the set and clears every object's bits")
     func rollbackClears() async throws {
         let (graph, notes) = try await Self.savedNotes(8)

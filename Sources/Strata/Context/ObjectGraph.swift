@@ -134,6 +134,8 @@ final class ObjectGraph: ObjectOwner {
         for object in identities.objects + identities.displacedObjects { object.outlive(self) }
         for object in unsaved.inserted + unsaved.deleted { object.outlive(self) }
         for object in unsaved.changed { object.outlive(self) }
+        // Nor the marks of this graph's changed set.
+        unsaved.clear()
     }
 
     /// A graph on `coordinator` alone (no context around it).

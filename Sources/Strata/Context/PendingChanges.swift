@@ -103,9 +103,9 @@ struct PendingChanges {
         changedCount -= 1
         if !object._entity.relationships.isEmpty { changedWithRelationshipsCount -= 1 }
         guard changedList.count > 2 * changedCount + 16 else { return }
-        changedList.removeAll { object in
-            guard object._bits & ObjectBits.pendingChange == 0 else { return false }
-            object._bits &= ~ObjectBits.pendingListed
+        changedList.removeAll { entry in
+            guard entry._bits & ObjectBits.pendingChange == 0 else { return false }
+            entry._bits &= ~ObjectBits.pendingListed
             return true
         }
     }
