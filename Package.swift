@@ -26,16 +26,18 @@ let package = Package(
             pkgConfig: "lmdb",
             providers: [.apt(["liblmdb-dev"])]
         ),
+        // The lock vocabulary every module shares: LockedValue and ConditionLock.
+        .target(name: "StrataLocks"),
         .target(
             name: "StrataLMDB",
-            dependencies: ["CLMDB"]
+            dependencies: ["CLMDB", "StrataLocks"]
         ),
         // One call into the Swift runtime (which validateValue(_:forKey:) a class runs):
         // Sources/CStrataRuntime/include/CStrataRuntime.h.
         .target(name: "CStrataRuntime"),
         .target(
             name: "Strata",
-            dependencies: ["StrataLMDB", "CStrataRuntime"]
+            dependencies: ["StrataLocks", "StrataLMDB", "CStrataRuntime"]
         ),
         .target(name: "StrataTesting"),
         // libFuzzer target for the record decoder: `make fuzz` (replays files when built normally).
@@ -58,7 +60,7 @@ let package = Package(
         .executableTarget(
             name: "StrataCLI",
             dependencies: [
-                "Strata", "StrataLMDB",
+                "Strata", "StrataLMDB", "StrataLocks",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -1,5 +1,5 @@
 import Strata
-import Synchronization
+internal import StrataLocks
 
 extension Demo {
     /// Step 4: the orders in which `perform` and `performAndWait` blocks run, on the
@@ -178,7 +178,7 @@ extension Demo {
 
 /// The blocks of step 4, in the order they ran (they run on different queues).
 final class BlockLog: Sendable {
-    private let entries = Mutex<[String]>([])
+    private let entries = LockedValue<[String]>([])  // what ran, in order
 
     /// Records that `line` ran.
     func append(_ line: String) { entries.withLock { $0.append(line) } }

@@ -1,6 +1,5 @@
 import Foundation
 import Strata
-import Synchronization
 
 /// The `strata demo` walkthrough: Strata's contexts on a ``PersistentContainer`` whose
 /// store is at ``path``, narrated through ``say``.

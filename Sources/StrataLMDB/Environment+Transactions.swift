@@ -1,4 +1,5 @@
 internal import CLMDB
+internal import StrataLocks
 #if canImport(Glibc)
 import Glibc
 #endif

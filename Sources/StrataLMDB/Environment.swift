@@ -1,4 +1,5 @@
 internal import CLMDB
+internal import StrataLocks
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -49,7 +50,7 @@ public final class Environment: @unchecked Sendable {
     /// `writerThread`, `terminal`, `mapGrowths` and the database-handle cache.
     let state = ConditionLock()
     /// Serialises this process's write transactions and map resizes.
-    let writeMutex = ThreadMutex()
+    let writeMutex = ConditionLock()
 
     var activeReads = 0
     /// Open snapshots by serial number, with the monotonic time each began.

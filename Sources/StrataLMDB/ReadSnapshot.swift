@@ -1,4 +1,5 @@
 internal import CLMDB
+internal import StrataLocks
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -38,7 +39,9 @@ public final class ReadSnapshot: @unchecked Sendable {
 
     private let pointer: OpaquePointer
     private let serial: UInt64
-    private let access: UnsafeMutablePointer<pthread_mutex_t>
+    /// Serialises the use of `pointer` between threads; recursive, so a nested read on
+    /// the same thread runs at once.
+    private let access = ConditionLock(recursive: true)
 
     init(environment: Environment) throws {
         let serial = environment.state.withLock {
@@ -51,19 +54,11 @@ public final class ReadSnapshot: @unchecked Sendable {
         self.pointer = txn
         self.transactionID = Int(mdb_txn_id(txn))
         self.createdAt = .now
-        access = .allocate(capacity: 1)
-        var attributes = pthread_mutexattr_t()
-        pthread_mutexattr_init(&attributes)
-        pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_RECURSIVE))
-        pthread_mutex_init(access, &attributes)
-        pthread_mutexattr_destroy(&attributes)
     }
 
     deinit {
         mdb_txn_abort(pointer)
         environment.endSnapshot(serial)
-        pthread_mutex_destroy(access)
-        access.deallocate()
     }
 
     /// How long the snapshot has been open.
@@ -75,8 +70,8 @@ public final class ReadSnapshot: @unchecked Sendable {
     /// - Throws: ``LMDBError/environmentUnusable`` after the environment panicked, or what
     ///   `body` throws.
     public func read<T>(_ body: (borrowing ReadTransaction) throws -> T) throws -> T {
-        pthread_mutex_lock(access)
-        defer { pthread_mutex_unlock(access) }
+        access.lock()
+        defer { access.unlock() }
         try environment.state.withLock { () throws(LMDBError) in try environment.checkUsableLocked() }
         do {
             return try body(ReadTransaction(pointer: pointer, environment: ObjectIdentifier(environment)))

@@ -1,4 +1,5 @@
 import Synchronization
+internal import StrataLocks
 
 /// Where a context's rows come from and its saves go: nothing yet, a coordinator (a root
 /// context), or a parent context (a child).

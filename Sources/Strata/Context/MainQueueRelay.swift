@@ -1,4 +1,5 @@
 import Dispatch
+internal import StrataLocks
 
 /// A job parked on the main queue while a thread off the main queue holds a main-queue
 /// context's ``ContextLock``: it keeps every other main-queue job out, and runs on the

@@ -1,4 +1,5 @@
 import Foundation
+internal import StrataLocks
 
 // Notifications: Core Data's, posted on a NotificationCenter, and the same events as
 // Sendable values on AsyncStreams (Linux Foundation has no `notifications(named:)`).

@@ -1,4 +1,5 @@
 import Foundation
+internal import StrataLocks
 
 /// A scratch pad of managed objects: where you fetch, create, change and delete objects,
 /// and save them, all together, to the stores of its coordinator.

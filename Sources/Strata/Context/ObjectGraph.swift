@@ -1,4 +1,5 @@
 import Foundation
+internal import StrataLocks
 
 /// The objects of one context and everything it knows about them: registration (one
 /// instance per object ID), pending inserts, updates and deletes, assigned stores.

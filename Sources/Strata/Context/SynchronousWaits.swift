@@ -1,4 +1,5 @@
 import Dispatch
+internal import StrataLocks
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)

@@ -1,4 +1,5 @@
 import Foundation
+internal import StrataLocks
 
 /// What the coordinator has written since it was made: how many saves, in how many
 /// commits. With group commit, several saves share one commit under contention; see

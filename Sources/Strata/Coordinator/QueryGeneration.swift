@@ -1,5 +1,6 @@
 import Foundation
 import StrataLMDB
+internal import StrataLocks
 
 /// One open query generation: a pinned LMDB read snapshot of each store, shared by every
 /// context pinned to it and reference counted (DESIGN.md "Query generations").

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+internal import StrataLocks
 
 /// The coordinator's cache of stored rows: what ``ManagedObjectContext/stalenessInterval``
 /// lets a fault or a refresh reuse instead of reading the store.

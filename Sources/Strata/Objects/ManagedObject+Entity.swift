@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+internal import StrataLocks
 
 /// Entities derived from typed subclasses, and the typed accessors' slow paths.
 extension ManagedObject {

@@ -1,6 +1,7 @@
 import CStrataRuntime
 import Foundation
 import Synchronization
+internal import StrataLocks
 
 /// Validation: the model's rules, your own rules, every failure reported at once.
 extension ManagedObject {

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+internal import StrataLocks
 
 /// The key an object is registered under in its context's identity map: two words, so
 /// that a lookup hashes and compares integers (never an ``ManagedObjectID``'s entity name

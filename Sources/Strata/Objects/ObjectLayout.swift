@@ -1,3 +1,5 @@
+internal import StrataLocks
+
 // `_forEachField(of:options:body:)` is the standard library's reflection SPI behind
 // `Mirror`: it lists a type's stored fields with their byte offsets and static types
 // without an instance. It is what lets a typed subclass keep its values in its own

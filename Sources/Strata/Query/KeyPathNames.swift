@@ -1,4 +1,5 @@
 import Synchronization
+internal import StrataLocks
 
 /// Turns a Swift key path of a typed subclass (`\Note.title`, `\Note.folder?.name`)
 /// into the property names it goes through (`["title"]`, `["folder", "name"]`).
