@@ -28,6 +28,9 @@ let package = Package(
         ),
         // The lock vocabulary every module shares: LockedValue and ConditionLock.
         .target(name: "StrataLocks"),
+        // Where contexts run: private-queue executors, the main queue, synchronous waits
+        // between them, the legacy lock. Knows nothing of Strata's objects or stores.
+        .target(name: "StrataExecution", dependencies: ["StrataLocks"]),
         .target(
             name: "StrataLMDB",
             dependencies: ["CLMDB", "StrataLocks"]
@@ -37,7 +40,7 @@ let package = Package(
         .target(name: "CStrataRuntime"),
         .target(
             name: "Strata",
-            dependencies: ["StrataLocks", "StrataLMDB", "CStrataRuntime"]
+            dependencies: ["StrataLocks", "StrataExecution", "StrataLMDB", "CStrataRuntime"]
         ),
         .target(name: "StrataTesting"),
         // libFuzzer target for the record decoder: `make fuzz` (replays files when built normally).
@@ -68,7 +71,7 @@ let package = Package(
         .testTarget(
             name: "StrataTests",
             dependencies: [
-                "Strata", "StrataTesting",
+                "Strata", "StrataExecution", "StrataLocks", "StrataTesting",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),

@@ -1,5 +1,6 @@
 import Foundation
 @testable import Strata
+import StrataExecution
 import StrataTesting
 
 /// A small actor on a ``ContextExecutor``, shaped like the context: `perform`,

@@ -1,5 +1,6 @@
 import Foundation
 @testable import Strata
+import StrataExecution
 import StrataTesting
 import Testing
 

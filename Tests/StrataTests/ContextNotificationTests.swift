@@ -1,5 +1,7 @@
 import Foundation
 @testable import Strata
+import StrataLocks
+import StrataExecution
 import StrataTesting
 import Testing
 

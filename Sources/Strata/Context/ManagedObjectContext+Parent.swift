@@ -1,4 +1,5 @@
 import Foundation
+internal import StrataExecution
 
 // Parent–child contexts: the requests a child makes of its parent, synchronously, from
 // inside its own blocks, and the merges a save schedules in the contexts that merge

@@ -1,5 +1,6 @@
 import Foundation
 internal import StrataLocks
+internal import StrataExecution
 
 /// A scratch pad of managed objects: where you fetch, create, change and delete objects,
 /// and save them, all together, to the stores of its coordinator.
@@ -21,7 +22,7 @@ internal import StrataLocks
 /// ```
 ///
 /// Every block ends with ``processPendingChanges()``. See <doc:ContextsAndConcurrency>.
-public actor ManagedObjectContext: BlockPerformingActor {
+public actor ManagedObjectContext {
     /// How a context runs its blocks.
     public enum ConcurrencyType: Sendable, Hashable {
         /// On a serial queue of its own.
@@ -237,6 +238,9 @@ public actor ManagedObjectContext: BlockPerformingActor {
     /// another context met by a cascade) is reported by the next ``save()``.
     func blockDidFinish(_ block: PerformedBlock) {
         try? processPendingChanges()
+        #if DEBUG
+        graph._checkInvariants()
+        #endif
     }
 
     // MARK: Legacy locking

@@ -365,6 +365,16 @@ final class ObjectGraph: ObjectOwner {
         try upstreamSnapshot(of: id)
     }
 
+    // MARK: Invariants
+
+    /// Traps when the graph breaks one of its invariants: every object in a change set
+    /// is owned by this graph; deleted ⊆ changed (see
+    /// ``PendingChanges/_checkInvariants(owner:)``). Called at the end of every block in
+    /// debug builds.
+    func _checkInvariants() {
+        unsaved._checkInvariants(owner: self)
+    }
+
     // MARK: ObjectOwner
 
     override func fireFault(of object: ManagedObject) throws(StrataError) {

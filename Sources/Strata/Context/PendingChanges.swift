@@ -202,3 +202,43 @@ struct PendingChanges {
         deleted.contains { $0 === object }
     }
 }
+
+// MARK: Invariants
+
+extension PendingChanges {
+    /// Traps when the change sets break one of their invariants (swift-collections'
+    /// `_checkInvariants()` pattern; the context calls it at the end of every block in
+    /// debug builds, so every test checks it):
+    /// - every object in a set is owned by `owner` (the graph holding the sets);
+    /// - deleted ⊆ changed, pending deletes ⊆ deleted, inserted ∩ deleted = ∅;
+    /// - the changed list holds each object once, every object carrying
+    ///   ``ObjectBits/pendingChange`` is listed, and the counts match the list.
+    func _checkInvariants(owner: ObjectOwner) {
+        var listed = Set<ObjectIdentifier>()
+        var changedObjects = Set<ObjectIdentifier>()
+        var withRelationships = 0
+        for object in changedList {
+            precondition(listed.insert(ObjectIdentifier(object)).inserted, "an object is listed twice in the changed set")
+            precondition(object._bits & ObjectBits.pendingListed != 0, "a listed object lacks its listed mark")
+            guard object._bits & ObjectBits.pendingChange != 0 else { continue }
+            precondition(object._owner === owner, "a changed object is owned by another graph")
+            changedObjects.insert(ObjectIdentifier(object))
+            if !object._entity.relationships.isEmpty { withRelationships += 1 }
+        }
+        precondition(changedObjects.count == changedCount, "the changed count is \(changedCount), the set holds \(changedObjects.count)")
+        precondition(withRelationships == changedWithRelationshipsCount, "the count of changed objects with relationships is off")
+        var deletedObjects = Set<ObjectIdentifier>()
+        for object in deleted {
+            precondition(object._owner === owner, "a deleted object is owned by another graph")
+            precondition(changedObjects.contains(ObjectIdentifier(object)), "a deleted object is not in the changed set")
+            deletedObjects.insert(ObjectIdentifier(object))
+        }
+        for object in pendingDeletes {
+            precondition(deletedObjects.contains(ObjectIdentifier(object)), "a pending delete is not deleted")
+        }
+        for object in inserted {
+            precondition(object._owner === owner, "an inserted object is owned by another graph")
+            precondition(!deletedObjects.contains(ObjectIdentifier(object)), "an object is both inserted and deleted")
+        }
+    }
+}

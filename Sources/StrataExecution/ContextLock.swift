@@ -1,28 +1,18 @@
 import Dispatch
 internal import StrataLocks
+internal import StrataLocks
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
 
-/// `unlock()` was called by a thread that does not hold the lock.
-///
-/// Misuse of the legacy lock never traps: it throws this instead, so a stray `unlock()`
-/// is reported where it happens and changes nothing.
-public enum ContextLockError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// The calling thread does not hold the lock of the context on the named queue (it
-    /// never locked it, already unlocked it as often as it locked it, or another thread
-    /// holds it).
-    case notHeldByCurrentThread(queue: String)
-
-    /// A sentence describing the error.
-    public var description: String {
-        switch self {
-        case .notHeldByCurrentThread(let queue):
-            "unlock() was called on a thread that does not hold the lock of the context on '\(queue)'"
-        }
-    }
+/// A release of a ``ContextLock`` by a thread that does not hold it: the calling thread
+/// never locked it, already released it as often as it locked it, or another thread
+/// holds it. The context reports it as `ContextLockError.notHeldByCurrentThread`.
+package struct LockNotHeld: Error, Sendable, Hashable {
+    /// The label of the executor's queue.
+    package let queue: String
 }
 
 /// The legacy `lock()`, `unlock()` and `tryLock()` of a context (Core Data's reference of
@@ -52,8 +42,8 @@ public enum ContextLockError: Error, Sendable, Hashable, CustomStringConvertible
 ///   or running (or the thread already holds the executor). For a main-queue context it
 ///   succeeds on the main queue and where the thread already holds the lock, and fails
 ///   elsewhere: whether the main queue is idle cannot be known without waiting.
-/// - **`unlock()` from a thread that does not hold the lock throws**
-///   ``ContextLockError/notHeldByCurrentThread(queue:)`` and changes nothing: misuse is
+/// - **`unlock()` from a thread that does not hold the lock throws** (``LockNotHeld``,
+///   which the context reports as `ContextLockError`) and changes nothing: misuse is
 ///   reported, never trapped.
 /// - Code that runs for the lock's owner while it waits (a block it sent to the main
 ///   queue through `performAndWait`) may lock and unlock too; it counts as the owner, and
@@ -70,7 +60,7 @@ public enum ContextLockError: Error, Sendable, Hashable, CustomStringConvertible
 ///
 /// As the reference says, the locking thread must keep the context alive until it
 /// unlocks; a lock that is never released blocks the context for good.
-final class ContextLock: Sendable {
+package final class ContextLock: Sendable {
     /// Who holds the lock.
     private enum Owner: Sendable, Equatable {
         /// A thread, off the executor's queue (or on it, for a private queue).
@@ -109,17 +99,17 @@ final class ContextLock: Sendable {
     }
 
     /// The executor the lock gives exclusive use of.
-    let executor: ContextExecutor
+    package let executor: ContextExecutor
     /// Who holds the lock, how often, and the main-queue relay.
     private let state = LockedValue(State())
 
     /// A lock for the context running on `executor`.
-    init(executor: ContextExecutor) {
+    package init(executor: ContextExecutor) {
         self.executor = executor
     }
 
     /// Whether the current thread holds the lock (or runs for the thread that does).
-    var isHeldByCurrentThread: Bool {
+    package var isHeldByCurrentThread: Bool {
         let me = pthread_self()
         let holds = executor.isHeldByCurrentThread
         return state.withLock { state in
@@ -134,7 +124,7 @@ final class ContextLock: Sendable {
     /// Blocks until the current thread has exclusive use of the context's executor, and
     /// keeps it until the matching ``unlock()``.
     @available(*, noasync, message: "lock() blocks the thread; use perform in async code")
-    func lock() {
+    package func lock() {
         switch executor {
         case .privateQueue(let queue): _ = lockPrivateQueue(queue, waiting: true)
         case .mainQueue: _ = lockMainQueue(waiting: true)
@@ -143,7 +133,7 @@ final class ContextLock: Sendable {
 
     /// Takes the lock if that needs no waiting; returns whether it did.
     @available(*, noasync, message: "tryLock() is for threads; use perform in async code")
-    func tryLock() -> Bool {
+    package func tryLock() -> Bool {
         switch executor {
         case .privateQueue(let queue): lockPrivateQueue(queue, waiting: false)
         case .mainQueue: lockMainQueue(waiting: false)
@@ -153,14 +143,17 @@ final class ContextLock: Sendable {
     /// Releases one level of the lock held by the current thread; the executor is free
     /// again once every `lock()` was matched.
     ///
-    /// - Throws: ``ContextLockError/notHeldByCurrentThread(queue:)`` when the current
-    ///   thread does not hold the lock. Nothing changes then.
+    /// Named `release()`, not `unlock()`, so that the context's `unlock()`, which throws
+    /// its public error instead, can be declared beside it.
+    ///
+    /// - Throws: ``LockNotHeld`` when the current thread does not hold the lock. Nothing
+    ///   changes then.
     @available(*, noasync, message: "unlock() is for threads; use perform in async code")
-    func unlock() throws(ContextLockError) {
+    package func release() throws(LockNotHeld) {
         let me = pthread_self()
         let holds = executor.isHeldByCurrentThread
         let isMainQueue = executor.identity === ExecutorIdentity.mainQueue
-        let released: State? = try state.withLock { (state) throws(ContextLockError) -> State? in
+        let released: State? = try state.withLock { (state) throws(LockNotHeld) -> State? in
             switch state.owner {
             case let owner? where owner.includes(me, holdingExecutor: holds):
                 state.depth -= 1
@@ -173,7 +166,7 @@ final class ContextLock: Sendable {
                 state.depth -= 1
                 return nil
             default:
-                throw .notHeldByCurrentThread(queue: executor.identity.label)
+                throw LockNotHeld(queue: executor.identity.label)
             }
         }
         guard let released, case .thread = released.owner else { return }
@@ -220,12 +213,12 @@ final class ContextLock: Sendable {
         guard waiting else { return false }
         // Wait for the executor: a job takes the gate for this thread when it reaches the
         // head of the queue, after every job queued before it and after any other owner.
-        let granted = DispatchSemaphore(value: 0)
+        let grant = Grant()
         queue.submit {
             queue.admission.claimWaiting(for: me)
-            granted.signal()
+            grant.give()
         }
-        granted.wait()
+        grant.wait()
         let token = ExecutorOwnership.push(ExecutorHolding(queue.identity))
         state.withLock { $0 = State(owner: .thread(me), depth: 1, token: token) }
         return true
@@ -262,5 +255,28 @@ final class ContextLock: Sendable {
         let token = ExecutorOwnership.push(ExecutorHolding(ExecutorIdentity.mainQueue, relay: relay))
         state.withLock { $0 = State(owner: .thread(me), depth: 1, relay: relay, token: token) }
         return true
+    }
+}
+
+/// The moment a job at the head of a private queue claimed the gate for a thread
+/// waiting in `lock()`: given once, waited for once.
+// @unchecked Sendable because `given` is read and written with `lock` held only.
+private final class Grant: @unchecked Sendable {
+    /// Guards `given`; the waiting thread sleeps on its condition.
+    private let lock = ConditionLock()
+    /// Whether the gate was claimed. Guarded by `lock`.
+    private var given = false
+
+    /// The gate was claimed: wakes the waiting thread.
+    func give() {
+        lock.withLock {
+            given = true
+            lock.signal()
+        }
+    }
+
+    /// Blocks until ``give()``.
+    func wait() {
+        lock.withLock { while !given { lock.wait() } }
     }
 }

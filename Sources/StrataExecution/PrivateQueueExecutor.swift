@@ -31,16 +31,16 @@ import Musl
 /// `performAndWait` from another thread does not run on the queue: the caller's own
 /// thread runs the block once the gate admits it (see ``SynchronousWaits``), which is
 /// what lets a cycle of such waits between threads be resolved.
-final class PrivateQueueExecutor: SerialExecutor, CustomStringConvertible {
+package final class PrivateQueueExecutor: SerialExecutor, CustomStringConvertible {
     /// The executor's identity (the value of ``ExecutorOwnership/queueKey`` on `queue`).
-    let identity: ExecutorIdentity
+    package let identity: ExecutorIdentity
     /// The serial queue every job runs on.
-    let queue: DispatchQueue
+    package let queue: DispatchQueue
     /// The gate of the executor's lock, and the count of queued jobs.
-    let admission = ExecutorAdmission()
+    package let admission = ExecutorAdmission()
 
     /// An executor over a new serial queue labelled `label`.
-    init(label: String) {
+    package init(label: String) {
         identity = ExecutorIdentity(label: label)
         queue = DispatchQueue(label: label)
         queue.setSpecific(key: ExecutorOwnership.queueKey, value: identity)
@@ -48,24 +48,24 @@ final class PrivateQueueExecutor: SerialExecutor, CustomStringConvertible {
 
     /// The queue label for a context called `name`: `strata.context` or
     /// `strata.context.<name>`, as shown in debuggers and crash reports.
-    static func label(forContextNamed name: String?) -> String {
+    package static func label(forContextNamed name: String?) -> String {
         guard let name, !name.isEmpty else { return "strata.context" }
         return "strata.context.\(name)"
     }
 
     /// The queue's label.
-    var description: String { identity.label }
+    package var description: String { identity.label }
 
     // MARK: SerialExecutor
 
     /// Runs `job` on the queue after every job enqueued before it.
-    func enqueue(_ job: consuming ExecutorJob) {
+    package func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         submit { [self] in job.runSynchronously(on: asUnownedSerialExecutor()) }
     }
 
     /// This executor, for an actor's `unownedExecutor`.
-    func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+    package func asUnownedSerialExecutor() -> UnownedSerialExecutor {
         UnownedSerialExecutor(ordinary: self)
     }
 
@@ -77,7 +77,7 @@ final class PrivateQueueExecutor: SerialExecutor, CustomStringConvertible {
     /// `checkIsolated()` when it gets true or false. Returning nil for "no" keeps Strata's
     /// message in the crash report of a failed `assumeIsolated` (measured on 6.3.1: with
     /// false the runtime reports only "Incorrect actor executor assumption").
-    func isIsolatingCurrentContext() -> Bool? {
+    package func isIsolatingCurrentContext() -> Bool? {
         isHeldByCurrentThread ? true : nil
     }
 
@@ -85,7 +85,7 @@ final class PrivateQueueExecutor: SerialExecutor, CustomStringConvertible {
     /// `queue.sync` blocks, and inside anything the thread's ``ExecutorOwnership`` stack
     /// says holds it (nested `performAndWait` across contexts, a held ``ContextLock``).
     /// Traps otherwise: the caller assumed an isolation it does not have.
-    func checkIsolated() {
+    package func checkIsolated() {
         guard isHeldByCurrentThread else {
             fatalError("""
                 Strata: this code assumed it was isolated to the context on queue '\(identity.label)', \
@@ -99,13 +99,13 @@ final class PrivateQueueExecutor: SerialExecutor, CustomStringConvertible {
 
     /// Whether the current thread holds this executor: it is draining its queue or its
     /// ownership stack lists it.
-    var isHeldByCurrentThread: Bool {
+    package var isHeldByCurrentThread: Bool {
         ExecutorOwnership.holds(identity)
     }
 
     /// Runs `block` on the queue after every job and block submitted before it, without
     /// waiting for it.
-    func submit(_ block: @escaping @Sendable () -> Void) {
+    package func submit(_ block: @escaping @Sendable () -> Void) {
         admission.jobSubmitted()
         queue.async { [self] in
             admission.jobWillRun()
@@ -122,7 +122,7 @@ final class PrivateQueueExecutor: SerialExecutor, CustomStringConvertible {
     /// `queue.sync` is invisible to ``SynchronousWaits``, so a cycle of such waits
     /// between threads hangs; ``ContextExecutor/runAndWait(_:)`` waits through the
     /// registry instead.
-    func runSynchronously<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+    package func runSynchronously<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
         admission.jobSubmitted()
         let outcome: Result<T, E> = queue.sync {
             admission.jobWillRun()

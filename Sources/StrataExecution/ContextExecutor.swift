@@ -44,19 +44,19 @@ import Dispatch
 /// after `dispatchMain()` libdispatch does; in a synchronous program whose main thread is
 /// blocked, `performAndWait` on a main-queue context from another thread waits forever,
 /// exactly as `DispatchQueue.main.sync` (and Core Data) would.
-enum ContextExecutor: Sendable {
+package enum ContextExecutor: Sendable {
     /// A context's own serial queue.
     case privateQueue(PrivateQueueExecutor)
     /// The main queue: the context shares `MainActor`'s executor.
     case mainQueue
 
     /// A new private queue for a context called `name` (its label shows the name).
-    static func privateQueue(named name: String?) -> ContextExecutor {
+    package static func privateQueue(named name: String?) -> ContextExecutor {
         .privateQueue(PrivateQueueExecutor(label: PrivateQueueExecutor.label(forContextNamed: name)))
     }
 
     /// The executor a context actor returns from `unownedExecutor`.
-    var unownedExecutor: UnownedSerialExecutor {
+    package var unownedExecutor: UnownedSerialExecutor {
         switch self {
         case .privateQueue(let executor): executor.asUnownedSerialExecutor()
         case .mainQueue: MainActor.sharedUnownedExecutor
@@ -64,7 +64,7 @@ enum ContextExecutor: Sendable {
     }
 
     /// The identity on the ownership stack and as the queue-specific value.
-    var identity: ExecutorIdentity {
+    package var identity: ExecutorIdentity {
         switch self {
         case .privateQueue(let executor): executor.identity
         case .mainQueue: ExecutorIdentity.mainQueue
@@ -74,7 +74,7 @@ enum ContextExecutor: Sendable {
     /// Whether the current thread holds this executor: it drains its queue, or its
     /// ownership stack lists it (an enclosing `performAndWait`, a held lock). What
     /// synchronous code asks before running a block inline.
-    var isHeldByCurrentThread: Bool {
+    package var isHeldByCurrentThread: Bool {
         ExecutorOwnership.holds(identity)
     }
 
@@ -82,7 +82,7 @@ enum ContextExecutor: Sendable {
     /// asynchronous code asks: a task runs on a context's queue only while it is
     /// isolated to an actor on that executor, whereas the ownership stack of a pooled
     /// thread can describe a synchronous caller that is not this task.
-    var isCurrentQueue: Bool {
+    package var isCurrentQueue: Bool {
         ExecutorOwnership.currentQueue === identity
     }
 
@@ -103,7 +103,7 @@ enum ContextExecutor: Sendable {
     ///
     /// Blocks the calling thread until the executor is free. Callable from any thread,
     /// including `async` code (it then blocks that pooled thread: use `perform` there).
-    func runAndWait<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+    package func runAndWait<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
         let identity = self.identity
         if ExecutorOwnership.currentQueue === identity { return try body() }
         if let holding = ExecutorOwnership.stackHolding(identity) {
@@ -116,8 +116,8 @@ enum ContextExecutor: Sendable {
 
     /// Runs `body` with exclusive use of this executor for an internal request made
     /// from code already holding other contexts (a child's read or save in its parent).
-    /// Inline when held; never borrowable while it waits; throws .wouldDeadlock when
-    /// the wait could never end.
+    /// Inline when held; never borrowable while it waits; throws `failure(description)`
+    /// when the wait could never end.
     ///
     /// Waits as ``runAndWait(_:)`` does, as an `.internal` wait of ``SynchronousWaits``:
     /// it may take its turn on an executor a waiting `performAndWait` holds, but what
@@ -125,22 +125,27 @@ enum ContextExecutor: Sendable {
     /// waits is paused in the middle of an operation. When every thread involved is
     /// blocked and none can lend what another needs, it gives up.
     ///
-    /// - Throws: ``StrataError/wouldDeadlock(_:)`` naming the queues involved, without
-    ///   running `body`; or what `body` throws.
-    func runInternalRequest<T>(_ body: () throws -> T) throws -> T {
+    /// The error is the caller's to choose (the context's `StrataError.wouldDeadlock`):
+    /// this module knows nothing of the framework above it.
+    ///
+    /// - Throws: `failure` of a description naming the queues involved, without running
+    ///   `body`; or what `body` throws.
+    package func runRequest<T>(failingWith failure: (String) -> any Error, _ body: () throws -> T) throws -> T {
         let identity = self.identity
         if ExecutorOwnership.currentQueue === identity { return try body() }
         if let holding = ExecutorOwnership.stackHolding(identity) {
             guard let relay = holding.relay else { return try body() }
             return try relay.run(lending: ExecutorOwnership.holdings, body)
         }
-        return try waitForTurn(as: .internal, failingWith: { StrataError.wouldDeadlock($0) }, body).get()
+        return try withoutActuallyEscaping(failure) { failure in
+            try waitForTurn(as: .internal, failingWith: failure, body).get()
+        }
     }
 
     /// Runs `block` on this executor after every job and block scheduled before it,
     /// without waiting (the fire-and-forget `perform`). FIFO: blocks submitted from one
     /// thread run in the order submitted, interleaved in order with the actor's jobs.
-    func submit(_ block: @escaping @Sendable () -> Void) {
+    package func submit(_ block: @escaping @Sendable () -> Void) {
         switch self {
         case .privateQueue(let executor): executor.submit(block)
         case .mainQueue: DispatchQueue.main.async(execute: block)
@@ -153,9 +158,10 @@ enum ContextExecutor: Sendable {
     /// A marker block goes to the back of the queue and resumes the caller when it runs.
     /// A caller isolated to an actor on this executor then goes back onto it, behind
     /// whatever was scheduled meanwhile.
-    nonisolated(nonsending) func waitForScheduledJobs() async {
+    package nonisolated(nonsending) func waitForScheduledJobs() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             submit { continuation.resume() }
         }
     }
 }
+

@@ -11,48 +11,48 @@ import Musl
 /// the value of ``ExecutorOwnership/queueKey`` on the queue it names, and the entries of
 /// the per-thread ownership stack. It holds no reference to its executor, so a queue
 /// that carries it as a queue-specific value makes no retain cycle.
-final class ExecutorIdentity: Sendable, CustomStringConvertible {
+package final class ExecutorIdentity: Sendable, CustomStringConvertible {
     /// The label of the queue it names, for messages.
-    let label: String
+    package let label: String
 
     /// An identity for the queue labelled `label`.
-    init(label: String) {
+    package init(label: String) {
         self.label = label
     }
 
     /// The main queue's identity, registered on `DispatchQueue.main` the first time it
     /// is read. Swift initialises a static once and atomically, so the queue-specific
     /// value is set exactly once, before anyone can compare against it.
-    static let mainQueue: ExecutorIdentity = {
+    package static let mainQueue: ExecutorIdentity = {
         let identity = ExecutorIdentity(label: "main queue")
         DispatchQueue.main.setSpecific(key: ExecutorOwnership.queueKey, value: identity)
         return identity
     }()
 
     /// The label.
-    var description: String { label }
+    package var description: String { label }
 }
 
 /// One entry of the per-thread ownership stack: an executor the thread holds, and, for
 /// a main-queue lock taken off the main queue, the relay that runs blocks there.
-struct ExecutorHolding {
+package struct ExecutorHolding {
     /// The executor held.
-    let identity: ExecutorIdentity
+    package let identity: ExecutorIdentity
     /// The job parked on the main queue for a ``ContextLock`` held off the main queue:
     /// blocks for the main queue go through it. Nil for every other holding.
-    let relay: MainQueueRelay?
+    package let relay: MainQueueRelay?
 
     /// A plain holding of `identity`.
-    init(_ identity: ExecutorIdentity, relay: MainQueueRelay? = nil) {
+    package init(_ identity: ExecutorIdentity, relay: MainQueueRelay? = nil) {
         self.identity = identity
         self.relay = relay
     }
 }
 
 /// Names one entry pushed on a thread's ownership stack, for its removal.
-struct HoldingToken: Sendable, Hashable {
+package struct HoldingToken: Sendable, Hashable {
     /// Unique per thread.
-    let serial: UInt64
+    package let serial: UInt64
 }
 
 /// Which executors the current thread holds: the per-thread ownership stack.
@@ -79,46 +79,46 @@ struct HoldingToken: Sendable, Hashable {
 ///   queue's gate, a rescue, a lock's relay). A thread-local (a pthread key) follows
 ///   the code that actually runs, and a holder that blocks while another thread works
 ///   for it lends its stack explicitly (``lend(_:_:)``).
-enum ExecutorOwnership {
+package enum ExecutorOwnership {
     /// The queue-specific key whose value on a queue is that queue's identity.
-    static let queueKey = DispatchSpecificKey<ExecutorIdentity>()
+    package static let queueKey = DispatchSpecificKey<ExecutorIdentity>()
 
     /// The executor whose queue the current thread is draining right now, if it is one
     /// of Strata's (a private queue, or the main queue).
-    static var currentQueue: ExecutorIdentity? {
+    package static var currentQueue: ExecutorIdentity? {
         _ = ExecutorIdentity.mainQueue  // registers the main queue's value first
         return DispatchQueue.getSpecific(key: queueKey)
     }
 
     /// Whether the current thread holds `identity`: it is draining its queue, or the
     /// ownership stack lists it.
-    static func holds(_ identity: ExecutorIdentity) -> Bool {
+    package static func holds(_ identity: ExecutorIdentity) -> Bool {
         currentQueue === identity || stackHolding(identity) != nil
     }
 
     /// The innermost holding of `identity` on the ownership stack (not the queue the
     /// thread is draining).
-    static func stackHolding(_ identity: ExecutorIdentity) -> ExecutorHolding? {
+    package static func stackHolding(_ identity: ExecutorIdentity) -> ExecutorHolding? {
         guard let stack = existingStack else { return nil }
         return stack.entries.last { $0.holding.identity === identity }?.holding
     }
 
     /// Everything the current thread holds: its stack and the queue it is draining.
     /// What a thread lends to another that works for it while it waits.
-    static var holdings: [ExecutorHolding] {
+    package static var holdings: [ExecutorHolding] {
         (existingStack?.entries.map(\.holding) ?? []) + unlistedQueue
     }
 
     /// The queue the current thread drains, as a holding, unless the stack lists it
     /// already (jobs of the main actor are run by the runtime, which pushes nothing).
     /// Empty when the thread drains none of Strata's queues.
-    static var unlistedQueue: [ExecutorHolding] {
+    package static var unlistedQueue: [ExecutorHolding] {
         guard let queue = currentQueue, stackHolding(queue) == nil else { return [] }
         return [ExecutorHolding(queue)]
     }
 
     /// Runs `body` with `holding` pushed on the current thread's stack.
-    static func withHolding<T, E: Error>(
+    package static func withHolding<T, E: Error>(
         _ holding: ExecutorHolding, _ body: () throws(E) -> T
     ) throws(E) -> T {
         let token = push(holding)
@@ -131,7 +131,7 @@ enum ExecutorOwnership {
     /// `body` returns: the two threads never use the lent executors at the same time.
     /// Lenders: a thread whose block the main queue runs (its gate, a rescue by a waiting
     /// main-queue thread, a main-queue lock's relay); see ``SynchronousWaits``.
-    static func lend<T, E: Error>(
+    package static func lend<T, E: Error>(
         _ holdings: [ExecutorHolding], _ body: () throws(E) -> T
     ) throws(E) -> T {
         guard !holdings.isEmpty else { return try body() }
@@ -145,7 +145,7 @@ enum ExecutorOwnership {
     /// scopes and locks may end in any order (a lock taken inside a block and released
     /// after it, an outer lock released inside a block).
     @discardableResult
-    static func push(_ holding: ExecutorHolding) -> HoldingToken {
+    package static func push(_ holding: ExecutorHolding) -> HoldingToken {
         let stack = self.stack
         stack.serial &+= 1
         let token = HoldingToken(serial: stack.serial)
@@ -156,7 +156,7 @@ enum ExecutorOwnership {
     /// Removes the entry pushed with `token`; false when this thread's stack has none
     /// (the token belongs to another thread, or was removed already).
     @discardableResult
-    static func remove(_ token: HoldingToken) -> Bool {
+    package static func remove(_ token: HoldingToken) -> Bool {
         guard let stack = existingStack,
               let index = stack.entries.lastIndex(where: { $0.token == token })
         else { return false }

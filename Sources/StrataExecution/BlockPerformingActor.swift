@@ -1,7 +1,7 @@
 /// When a block given to `perform(schedule:_:)` runs: Core Data's `ScheduledTaskType`.
 ///
 /// The context's public `ScheduledTaskType` maps onto this one case for case.
-enum BlockSchedule: Sendable, Hashable {
+package enum BlockSchedule: Sendable, Hashable {
     /// As soon as the context is free; inline when the caller is already isolated to it.
     case immediate
     /// After every job already scheduled on the context's executor, also when the caller
@@ -10,9 +10,9 @@ enum BlockSchedule: Sendable, Hashable {
 }
 
 /// A block that just ran, as told to ``BlockPerformingActor/blockDidFinish(_:)``.
-struct PerformedBlock: Sendable, Hashable {
+package struct PerformedBlock: Sendable, Hashable {
     /// The API that ran a block.
-    enum Kind: Sendable, Hashable {
+    package enum Kind: Sendable, Hashable {
         /// `perform(schedule:_:)`, awaited.
         case perform
         /// `perform(_:)`, the fire-and-forget one.
@@ -22,11 +22,17 @@ struct PerformedBlock: Sendable, Hashable {
     }
 
     /// The API that ran the block.
-    let kind: Kind
+    package let kind: Kind
     /// Whether it ran inline inside other code that was already isolated to the context
     /// on this thread (an enclosing block, an isolated method, a held lock), which goes
     /// on after it.
-    let isNested: Bool
+    package let isNested: Bool
+
+    /// A block run by `kind`, nested or not.
+    package init(kind: Kind, isNested: Bool) {
+        self.kind = kind
+        self.isNested = isNested
+    }
 }
 
 /// An actor that runs on a ``ContextExecutor`` and offers Core Data's block API:
@@ -82,7 +88,7 @@ struct PerformedBlock: Sendable, Hashable {
 /// Every block, whichever API ran it, ends with ``blockDidFinish(_:)`` on the context,
 /// in the same isolated stretch (nothing else runs between the block and the hook), also
 /// when the block throws. The context calls `processPendingChanges()` there.
-protocol BlockPerformingActor: Actor {
+package protocol BlockPerformingActor: Actor {
     /// The executor the actor runs on.
     nonisolated var contextExecutor: ContextExecutor { get }
 
@@ -93,12 +99,12 @@ protocol BlockPerformingActor: Actor {
 
 extension BlockPerformingActor {
     /// The actor's executor: ``contextExecutor``'s.
-    nonisolated var unownedExecutor: UnownedSerialExecutor {
+    package nonisolated var unownedExecutor: UnownedSerialExecutor {
         contextExecutor.unownedExecutor
     }
 
     /// Does nothing.
-    func blockDidFinish(_ block: PerformedBlock) {}
+    package func blockDidFinish(_ block: PerformedBlock) {}
 
     // MARK: perform(schedule:_:)
 
@@ -114,7 +120,7 @@ extension BlockPerformingActor {
     /// still waits for it (the block can check `Task.isCancelled`), so a caller never
     /// learns of cancellation without knowing whether its block ran.
     nonisolated(nonsending)
-    func performBlock<T: Sendable>(
+    package func performBlock<T: Sendable>(
         schedule: BlockSchedule = .immediate, _ body: (isolated Self) throws -> T
     ) async rethrows -> T {
         let outcome = await outcome(of: body, schedule: schedule)
@@ -154,7 +160,7 @@ extension BlockPerformingActor {
     /// to the async one (the compiler then asks for `await`); only synchronous code
     /// reaches the fire-and-forget one by that spelling. The context may want a second
     /// spelling for async callers.
-    nonisolated func enqueueBlock(_ body: @escaping @Sendable (isolated Self) -> Void) {
+    package nonisolated func enqueueBlock(_ body: @escaping @Sendable (isolated Self) -> Void) {
         contextExecutor.submit { [self] in
             assumeIsolated { context in
                 body(context)
@@ -176,7 +182,7 @@ extension BlockPerformingActor {
     /// executor is free, after the blocks already scheduled on it, and does not hang in
     /// a cycle of such waits between threads (see ``SynchronousWaits``): from `async`
     /// code, prefer `performBlock`, which suspends instead.
-    nonisolated func performBlockAndWait<T: Sendable>(_ body: (isolated Self) throws -> T) rethrows -> T {
+    package nonisolated func performBlockAndWait<T: Sendable>(_ body: (isolated Self) throws -> T) rethrows -> T {
         try rethrowing(outcomeAndWait(of: body), for: body)
     }
 
@@ -218,19 +224,19 @@ extension BlockPerformingActor {
 /// executor, while the caller waits for it, and never escapes the
 /// `withoutActuallyEscaping` scope that made it escapable.
 // @unchecked Sendable because the block is isolated to `A` and runs there (see above).
-struct IsolatedBody<A: Actor, T, E: Error>: @unchecked Sendable {
+package struct IsolatedBody<A: Actor, T, E: Error>: @unchecked Sendable {
     /// The block.
-    let call: (isolated A) throws(E) -> T
+    package let call: (isolated A) throws(E) -> T
 
     /// Wraps `call`.
-    init(_ call: @escaping (isolated A) throws(E) -> T) {
+    package init(_ call: @escaping (isolated A) throws(E) -> T) {
         self.call = call
     }
 }
 
 /// `outcome`'s value, or its error thrown. `body` is the block that produced the
 /// outcome: the thrown type is the block's, so a `rethrows` function may call this.
-func rethrowing<A: Actor, T, E: Error>(
+package func rethrowing<A: Actor, T, E: Error>(
     _ outcome: Result<T, E>, for body: (isolated A) throws(E) -> T
 ) throws(E) -> T {
     try outcome.get()

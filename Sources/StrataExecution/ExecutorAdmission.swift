@@ -1,3 +1,4 @@
+internal import StrataLocks
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -20,48 +21,31 @@ import Musl
 /// is counted: a thread that already holds the executor (the owner, or a thread the owner
 /// lent it to while it waits) nests its claim, and each claim has one ``release()``.
 ///
-/// `Synchronization.Mutex` has no condition variable, hence the pthread objects. They
-/// live on the heap so they never move.
-// @unchecked Sendable because every mutable property is read and written with `mutex`
-// held, and the pthread pointers are set once in init and freed once in deinit.
-final class ExecutorAdmission: @unchecked Sendable {
-    // Because pthread objects must not move once initialised, they live on the heap,
-    // allocated here and freed in deinit.
-    /// Guards `pending`, `owner` and `depth`.
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    /// Signalled when the owner releases the lock.
-    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+// @unchecked Sendable because every mutable property is read and written with `lock`
+// held.
+package final class ExecutorAdmission: @unchecked Sendable {
+    /// Guards `pending`, `owner` and `depth`; its condition is broadcast when the owner
+    /// lets the gate go.
+    private let lock = ConditionLock()
     /// Jobs submitted and not finished (queued, waiting at the gate, or running).
+    /// Guarded by `lock`.
     private var pending = 0
     /// The thread that owns the executor (through its lock, or for a synchronous wait),
-    /// if any.
+    /// if any. Guarded by `lock`.
     private var owner: pthread_t?
     /// How many claims the owner holds: each ``release()`` gives one back, and the gate
-    /// opens at zero.
+    /// opens at zero. Guarded by `lock`.
     private var depth = 0
 
     /// An open gate with no job.
-    init() {
-        pthread_mutex_init(mutex, nil)
-        pthread_cond_init(condition, nil)
-    }
+    package init() {}
 
-    /// Destroys the pthread objects.
-    deinit {
-        pthread_cond_destroy(condition)
-        pthread_mutex_destroy(mutex)
-        condition.deallocate()
-        mutex.deallocate()
-    }
-
-    /// Runs `body` with the mutex held.
+    /// Runs `body` with the lock held.
     private func withLock<T>(_ body: () -> T) -> T {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return body()
+        lock.withLock(body)
     }
 
-    /// Whether the lock is owned by another thread than the current one. Mutex held.
+    /// Whether the lock is owned by another thread than the current one. Lock held.
     private var ownedElsewhere: Bool {
         guard let owner else { return false }
         return pthread_equal(owner, pthread_self()) == 0
@@ -70,19 +54,19 @@ final class ExecutorAdmission: @unchecked Sendable {
     // MARK: Jobs
 
     /// A job was submitted (before it is handed to the queue).
-    func jobSubmitted() {
+    package func jobSubmitted() {
         withLock { pending += 1 }
     }
 
     /// A job reached the head of the queue: waits while another thread owns the lock.
-    func jobWillRun() {
+    package func jobWillRun() {
         withLock {
-            while ownedElsewhere { pthread_cond_wait(condition, mutex) }
+            while ownedElsewhere { lock.wait() }
         }
     }
 
     /// A job finished.
-    func jobDidFinish() {
+    package func jobDidFinish() {
         withLock { pending -= 1 }
     }
 
@@ -96,7 +80,7 @@ final class ExecutorAdmission: @unchecked Sendable {
     ///   the owner lent it the executor while it waits for it): the claim nests in the
     ///   current owner's, or makes the caller the owner when there is none. It always
     ///   succeeds: waiting here would wait for the caller itself.
-    func claim(ifIdle: Bool) -> Bool {
+    package func claim(ifIdle: Bool) -> Bool {
         withLock {
             if ifIdle {
                 guard owner == nil, pending == 0 else { return false }
@@ -112,22 +96,22 @@ final class ExecutorAdmission: @unchecked Sendable {
 
     /// Makes `thread` the owner once nobody else owns the gate; called by a job at the
     /// head of the queue, for a thread that waits in `lock()` or in a synchronous wait.
-    func claimWaiting(for thread: pthread_t) {
+    package func claimWaiting(for thread: pthread_t) {
         withLock {
-            while owner != nil { pthread_cond_wait(condition, mutex) }
+            while owner != nil { lock.wait() }
             owner = thread
             depth = 1
         }
     }
 
     /// Gives one claim back; the last one lets the jobs waiting at the gate run.
-    func release() {
+    package func release() {
         withLock {
             depth -= 1
             guard depth <= 0 else { return }
             depth = 0
             owner = nil
-            pthread_cond_broadcast(condition)
+            lock.broadcast()
         }
     }
 }
