@@ -42,7 +42,7 @@ let package = Package(
             name: "Strata",
             dependencies: ["StrataLocks", "StrataExecution", "StrataLMDB", "CStrataRuntime"]
         ),
-        .target(name: "StrataTesting"),
+        .target(name: "StrataTesting", dependencies: ["StrataLocks"]),
         // libFuzzer target for the record decoder: `make fuzz` (replays files when built normally).
         .executableTarget(name: "RecordDecoderFuzzer", dependencies: ["Strata"]),
         // libFuzzer target for the predicate format parser: `make fuzz` (replays files when built normally).

@@ -8,6 +8,12 @@ import Musl
 /// is read and written in short critical sections. (A lock that threads wait on is a
 /// ``ConditionLock``.)
 ///
+/// These two are the project's whole lock vocabulary: no `NSLock`, `NSCondition`,
+/// `DispatchSemaphore`, `Synchronization.Mutex` or raw pthread mutex elsewhere. Lock-free
+/// single words (a generation counter read on every ID lookup, an ID counter) use
+/// `Synchronization.Atomic`, which is not a lock: its operations are compiler atomics,
+/// which ThreadSanitizer sees.
+///
 /// Why not `Synchronization.Mutex`: on Swift 6.3.1 / Linux, ThreadSanitizer does not see
 /// `Mutex`'s lock and unlock (measured: four threads incrementing one `Mutex<Int>` report
 /// a race), so every access inside `withLock` looks racy and real races would hide among

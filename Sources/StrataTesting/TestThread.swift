@@ -1,4 +1,5 @@
 import Foundation
+internal import StrataLocks
 
 /// Runs a closure on a new OS thread (not a task): for tests that need real threads,
 /// such as LMDB's one-writer-per-thread rule. `join()` waits for it.
@@ -7,15 +8,22 @@ import Foundation
 /// let writer = TestThread { try? env.write { txn in … } }
 /// #expect(writer.join())
 /// ```
-// @unchecked Sendable because `done` is a semaphore and the body runs once.
+// @unchecked Sendable because `finished` is read and written with `lock` held only, and
+// the body runs once.
 public final class TestThread: @unchecked Sendable {
-    private let done = DispatchSemaphore(value: 0)
+    /// Guards `finished`; `join` sleeps on its condition.
+    private let lock = ConditionLock()
+    /// Whether the body returned. Guarded by `lock`.
+    private var finished = false
 
     /// Starts `body` on a new thread at once.
     public init(_ body: @escaping @Sendable () -> Void) {
-        let thread = Thread { [done] in
+        let thread = Thread { [self] in
             body()
-            done.signal()
+            lock.withLock {
+                finished = true
+                lock.broadcast()
+            }
         }
         thread.start()
     }
@@ -23,7 +31,13 @@ public final class TestThread: @unchecked Sendable {
     /// Waits for the body to finish; false when it has not after `seconds`.
     @discardableResult
     public func join(seconds: Double = 60) -> Bool {
-        done.wait(timeout: .now() + seconds) == .success
+        let deadline = ConditionLock.now() + UInt64(max(0, seconds) * 1_000_000_000)
+        return lock.withLock {
+            while !finished {
+                if !lock.wait(untilNanoseconds: deadline) { return finished }
+            }
+            return true
+        }
     }
 }
 

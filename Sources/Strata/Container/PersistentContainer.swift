@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 internal import StrataLocks
 
 /// A model, a coordinator, its stores and the contexts that work on them, set up in one

@@ -1,6 +1,5 @@
 import Dispatch
 import Foundation
-import Synchronization
 internal import StrataLocks
 
 /// The root of every context chain: it owns the stores, reads them for contexts and

@@ -1,6 +1,5 @@
 import CStrataRuntime
 import Foundation
-import Synchronization
 internal import StrataLocks
 
 /// Validation: the model's rules, your own rules, every failure reported at once.

@@ -9,7 +9,6 @@ internal import StrataLocks
 // (`ObjectLayoutTests`).
 @_spi(Reflection) import Swift
 import Foundation
-import Synchronization
 
 /// How the objects of one entity hold its properties: each attribute and relationship slot
 /// lives either in a typed field of the entity's class (the storage of its `@Attribute` or

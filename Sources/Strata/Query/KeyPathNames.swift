@@ -1,4 +1,3 @@
-import Synchronization
 internal import StrataLocks
 
 /// Turns a Swift key path of a typed subclass (`\Note.title`, `\Note.folder?.name`)
