@@ -68,6 +68,8 @@ let package = Package(
             ]
         ),
         .testTarget(name: "StrataLMDBTests", dependencies: ["StrataLMDB", "StrataTesting"]),
+        // The execution layer's state machines, driven without threads.
+        .testTarget(name: "StrataExecutionTests", dependencies: ["StrataExecution"]),
         .testTarget(
             name: "StrataTests",
             dependencies: [
