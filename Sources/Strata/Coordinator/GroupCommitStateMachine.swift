@@ -39,8 +39,8 @@ struct GroupCommitStateMachine<Save: Identifiable> {
 
     /// What the leader does before it takes its group: ``startGathering(now:)``.
     enum Gathering: Hashable, Sendable {
-        /// Take the group now: the last group held one save (a lone saver never waits),
-        /// or as many saves wait as last time.
+        /// Take the group now: the last group held one save or none (a lone saver never
+        /// waits), or as many saves wait as last time.
         case writeNow
         /// Sleep until an arrival completes the group (``Admission/waitAndWakeLeader(_:)``)
         /// or until this deadline (monotonic nanoseconds), then ``stopGathering()``.
@@ -73,7 +73,9 @@ struct GroupCommitStateMachine<Save: Identifiable> {
     /// While the leader gathers: how many waiting saves complete its group.
     private(set) var gatherTarget: Int?
     /// The savers that ``enqueue(_:)`` told to wait and that have not taken their turn
-    /// yet, each with its turn once given (nil while none is).
+    /// yet, each with its turn once given (nil while none is). A saver holds its save
+    /// until it took its turn, so an ID (a ``PendingSave``'s object identifier) names one
+    /// save for as long as it is here.
     private(set) var sleepers: [Save.ID: Turn?] = [:]
     /// How many saves the last group held.
     private(set) var lastGroupSize = 0
