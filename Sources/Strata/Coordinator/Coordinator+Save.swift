@@ -88,14 +88,14 @@ extension PersistentStoreCoordinator {
             let entity = save.rows.rows.first.flatMap { save.store.file.entityStorage(numbered: $0.entity)?.name }
             throw StrataError.noStore(entity: entity ?? save.deleted.first?.objectID.entityName ?? "?")
         }
-        let request = PendingSave(saves, pinning: pinning)
-        switch writeGroups.enqueue(request) {
+        let request = PendingSave(saves, pinning: pinning, in: writeGroups)
+        switch writeGroups.admit(request) {
         case .alone:
             writeQueue.sync { write([request]) }
         case .lead:
             lead(request)
-        case .wait:
-            if request.waitForTurn() == .lead { lead(request) }
+        case .written:
+            break   // another saver's group wrote it: no write job of its own
         }
         guard let result = request.result else {
             preconditionFailure("a save left the write queue unwritten")  // every write job gives each save taken a result
@@ -132,19 +132,15 @@ extension PersistentStoreCoordinator {
     }
 
     /// Writes every waiting save (`request` among them) as one group on the write
-    /// queue, wakes their savers, and hands the lead on.
+    /// queue, after a gather under contention; then hands the lead to the first save
+    /// that arrived meanwhile (or lets it go when none did) and wakes the group's other
+    /// savers, whose saves are written: they return without a write job of their own.
     private nonisolated func lead(_ request: PendingSave) {
-        writeGroups.gather()
-        let batch = writeQueue.sync {
-            let start = DispatchTime.now().uptimeNanoseconds
-            let batch = writeGroups.takeAll()
-            write(batch)
-            writeGroups.didWrite(nanoseconds: DispatchTime.now().uptimeNanoseconds - start)
-            return batch
+        writeGroups.gather(leader: request)
+        writeQueue.sync {
+            writeGroups.writeGroup { group in write(group) }
         }
-        // The next leader first, so that its thread wakes while the others are told.
-        writeGroups.nextLeader()?.wake(.lead)
-        for other in batch where other !== request { other.wake(.done) }
+        writeGroups.handOff()
     }
 
     // MARK: On the write queue

@@ -1,4 +1,3 @@
-import Foundation
 internal import StrataLocks
 
 /// What the coordinator has written since it was made: how many saves, in how many
@@ -48,193 +47,149 @@ extension PersistentStoreCoordinator {
 }
 
 /// One save waiting for the write queue, and then its result.
-// @unchecked Sendable because `_result` and `turn` are only read and written with
-// `condition` locked, and `saves` and `pinning` never change after init.
-final class PendingSave: @unchecked Sendable {
+// @unchecked Sendable because `_result` is only read and written with `lock` held, and
+// the other properties never change after init.
+final class PendingSave: Identifiable, @unchecked Sendable {
     /// What the save asks of each store.
     let saves: [StoreSave]
     /// Whether the saver wants a generation of the state after the commit.
     let pinning: Bool
-    private let condition = NSCondition()
+    /// The write groups' lock, which guards `_result`.
+    private let lock: ConditionLock
+    /// What the saver sleeps on: for its turn (``WriteGroups/admit(_:)``), or, leading,
+    /// for its group to gather (``WriteGroups/gather(leader:)``). A condition of `lock`.
+    let condition: ConditionLock.Condition
+    /// The outcome or the error, once written. Guarded by `lock`.
     private var _result: Result<SaveOutcome, any Error>?
-    private var turn: Turn?
 
-    /// What wakes a waiting saver.
-    enum Turn {
-        /// Write the next group (which holds this save).
-        case lead
-        /// Another saver's group wrote this save: ``result`` is set.
-        case done
-    }
-
-    init(_ saves: [StoreSave], pinning: Bool) {
+    /// A save of `saves` for the write groups `groups`.
+    init(_ saves: [StoreSave], pinning: Bool, in groups: WriteGroups) {
         self.saves = saves
         self.pinning = pinning
+        lock = groups.lock
+        condition = groups.lock.makeCondition()
     }
 
     /// The outcome or the error; set on the write queue.
     var result: Result<SaveOutcome, any Error>? {
-        get {
-            condition.lock()
-            defer { condition.unlock() }
-            return _result
-        }
-        set {
-            condition.lock()
-            _result = newValue
-            condition.unlock()
-        }
+        get { lock.withLock { _result } }
+        set { lock.withLock { _result = newValue } }
     }
 
     /// Whether the save committed.
     var succeeded: Bool {
-        if case .success? = result { return true }
-        return false
+        lock.withLock {
+            if case .success? = _result { return true }
+            return false
+        }
     }
 
     /// Records the state after the commit in a committed save's outcome.
     func finish(token: QueryGenerationToken, generation: QueryGeneration?) {
-        guard case .success(var outcome)? = result else { return }
-        outcome.token = token
-        outcome.generation = generation
-        result = .success(outcome)
+        lock.withLock {
+            guard case .success(var outcome)? = _result else { return }
+            outcome.token = token
+            outcome.generation = generation
+            _result = .success(outcome)
+        }
     }
-
-    /// Wakes the saver waiting in ``waitForTurn()``.
-    func wake(_ turn: Turn) {
-        condition.lock()
-        self.turn = turn
-        condition.broadcast()
-        condition.unlock()
-    }
-
-    /// Blocks until another saver wrote this save or handed the lead to it.
-    func waitForTurn() -> Turn {
-        // A commit without a flush takes some tens of microseconds: look a few times
-        // before sleeping, since a sleep and a wake-up cost about as much.
-        let deadline = DispatchTime.now().uptimeNanoseconds + Self.spinNanoseconds
-        repeat {
-            condition.lock()
-            let current = turn
-            condition.unlock()
-            if let current { return current }
-            sched_yield()
-        } while DispatchTime.now().uptimeNanoseconds < deadline
-        condition.lock()
-        defer { condition.unlock() }
-        while turn == nil { condition.wait() }
-        return turn ?? .done
-    }
-
-    /// How long a waiting saver looks for its turn before it sleeps.
-    static let spinNanoseconds: UInt64 = 20_000
 }
 
-/// The saves waiting to be written, who writes them, the group-commit setting and the
-/// statistics.
+/// Group commit's driver: holds its state machine (``GroupCommitStateMachine``) under a
+/// lock and performs what the transitions return. Savers sleep on conditions of their
+/// own, so that a wake-up reaches only the thread it concerns, and the lock is never
+/// held while a group is written.
 ///
-/// One saver at a time leads: it writes every save waiting when its write job starts,
-/// in one group, wakes their savers, and hands the lead to the first save that arrived
-/// meanwhile (or lets it go when none did). The others sleep until their save is
-/// written. Savers whose saves were written never queue a job of their own, which
+/// One saver at a time leads: it gathers (a timed sleep, under contention only), writes
+/// every save waiting when its write job starts, in one group, hands the lead to the
+/// first save that arrived meanwhile (or lets it go when none did) and wakes the group's
+/// other savers. Savers whose saves were written never queue a job of their own, which
 /// would let each of them write the next save to arrive alone.
-final class WriteGroups: Sendable {
-    private struct State {
-        var enabled = true
-        var waiting: [PendingSave] = []
-        var leading = false
-        var lastGroupSize = 0
-        var lastWriteNanoseconds: UInt64 = 0
-        var statistics = WriteStatistics()
-    }
+// @unchecked Sendable because `machine` is only read and written with `lock` held.
+final class WriteGroups: @unchecked Sendable {
+    /// Guards `machine` and every pending save's result; the savers' conditions are its.
+    let lock = ConditionLock()
+    /// The saves, who leads, the setting and the statistics. Guarded by `lock`.
+    private var machine = GroupCommitStateMachine<PendingSave>()
 
-    private let state = LockedValue(State())
-
+    /// Whether group commit is on (``PersistentStoreCoordinator/isGroupCommitEnabled``).
     var isEnabled: Bool {
-        get { state.withLock { $0.enabled } }
-        set { state.withLock { $0.enabled = newValue } }
+        get { lock.withLock { machine.isEnabled } }
+        set { lock.withLock { machine.setEnabled(newValue) } }
     }
 
-    var statistics: WriteStatistics { state.withLock { $0.statistics } }
+    /// What was written so far.
+    var statistics: WriteStatistics { lock.withLock { machine.statistics } }
 
     /// How many saves wait for a write job.
-    var waitingCount: Int { state.withLock { $0.waiting.count } }
+    var waitingCount: Int { lock.withLock { machine.waiting.count } }
 
-    /// What a save does after ``enqueue(_:)``.
-    enum Admission {
-        /// Group commit is off: the save is written by a write job of its own.
+    /// What a saver does after ``admit(_:)``.
+    enum Role {
+        /// Group commit is off: write the save by a write job of its own.
         case alone
-        /// No group is being written: the caller leads the next one now.
+        /// Lead: ``gather(leader:)``, write the group (``writeGroup(_:)``), then ``handOff()``.
         case lead
-        /// A leader is writing: the caller waits for its turn (``PendingSave/waitForTurn()``).
-        case wait
+        /// Nothing: another saver's group wrote the save (its result is set).
+        case written
     }
 
-    /// Queues `save` for the next group, unless group commit is off.
-    func enqueue(_ save: PendingSave) -> Admission {
-        state.withLock { state in
-            guard state.enabled else { return .alone }
-            state.waiting.append(save)
-            if state.leading { return .wait }
-            state.leading = true
-            return .lead
-        }
-    }
-
-    /// Every waiting save, in arrival order, leaving none.
-    func takeAll() -> [PendingSave] {
-        state.withLock { state in
-            defer {
-                state.lastGroupSize = state.waiting.count
-                state.waiting = []
+    /// Queues `save` for the next group, unless group commit is off, and, when a saver
+    /// leads already, sleeps until it is this saver's turn to lead or its save is written.
+    func admit(_ save: PendingSave) -> Role {
+        lock.withLock {
+            switch machine.enqueue(save) {
+            case .alone: return .alone
+            case .lead: return .lead
+            case .wait: break
+            case .waitAndWakeLeader(let leader): lock.signal(leader.condition)
             }
-            return state.waiting
-        }
-    }
-
-    /// Under contention (the last group held several saves), gives the savers of that
-    /// group a moment to come back with their next saves before a leader takes the
-    /// waiting ones, until as many wait as last time. The moment is a quarter of the
-    /// last group's write (a flush to disk is worth waiting for; a commit without one
-    /// is not), and at most ``gatherLimit``.
-    func gather() {
-        let (target, lastWrite) = state.withLock { ($0.lastGroupSize, $0.lastWriteNanoseconds) }
-        guard target > 1 else { return }
-        let deadline = DispatchTime.now().uptimeNanoseconds + min(Self.gatherLimit, lastWrite / 4)
-        while waitingCount < target, DispatchTime.now().uptimeNanoseconds < deadline {
-            sched_yield()
-        }
-    }
-
-    /// Records how long a group's write job took (begin to durable commit).
-    func didWrite(nanoseconds: UInt64) {
-        state.withLock { $0.lastWriteNanoseconds = nanoseconds }
-    }
-
-    /// The longest a leader waits for a group to gather, in nanoseconds.
-    static let gatherLimit: UInt64 = 200_000
-
-    /// After a group: the save whose saver leads next (the lead stays taken), or nil
-    /// when none waits (the lead is free).
-    func nextLeader() -> PendingSave? {
-        state.withLock { state in
-            guard let next = state.waiting.first else {
-                state.leading = false
-                return nil
+            while true {
+                switch machine.takeTurn(of: save) {
+                case .lead?: return .lead
+                case .done?: return .written
+                case nil: lock.wait(on: save.condition)
+                }
             }
-            return next
         }
+    }
+
+    /// The leader, before its write job: under contention, sleeps until as many saves
+    /// wait as in the last group, or until the gather's deadline
+    /// (``GroupCommitStateMachine/startGathering(now:)``); a lone saver does not wait.
+    func gather(leader: PendingSave) {
+        lock.withLock {
+            guard case .waitUntil(let deadline) = machine.startGathering(now: ConditionLock.now()) else { return }
+            while machine.isGathering {
+                if !lock.wait(on: leader.condition, untilNanoseconds: deadline) { machine.stopGathering() }
+            }
+        }
+    }
+
+    /// On the write queue: takes every waiting save as one group, writes it with
+    /// `write`, and records how long that took (the next gather's measure).
+    func writeGroup(_ write: ([PendingSave]) -> Void) {
+        let start = ConditionLock.now()
+        let group = lock.withLock { machine.takeGroup() }
+        write(group)
+        let elapsed = ConditionLock.now() - start
+        lock.withLock { machine.groupWritten(nanoseconds: elapsed) }
+    }
+
+    /// After the leader's write job: wakes the first save that arrived meanwhile to lead
+    /// (first, so that its thread wakes while the others are told), or lets the lead go
+    /// when none did, and then the group's other savers, whose saves are written.
+    func handOff() {
+        let handOff = lock.withLock { machine.handOff() }
+        // Signalled with the lock released: each turn is set, so a saver that wakes
+        // early finds it, and one that still sleeps gets the signal.
+        if let next = handOff.nextLeader { lock.signal(next.condition) }
+        for save in handOff.wake { lock.signal(save.condition) }
     }
 
     /// Counts one commit (none when nothing was saved) of `saves` saves, and `failed`
     /// saves that did not commit.
     func didCommit(saves: Int, failed: Int) {
-        state.withLock { state in
-            state.statistics.failedSaves += failed
-            guard saves > 0 else { return }
-            state.statistics.saves += saves
-            state.statistics.commits += 1
-            state.statistics.largestGroup = max(state.statistics.largestGroup, saves)
-        }
+        lock.withLock { machine.didCommit(saves: saves, failed: failed) }
     }
 }
