@@ -68,7 +68,7 @@ let package = Package(
         .testTarget(
             name: "StrataTests",
             dependencies: [
-                "Strata", "StrataTesting",
+                "Strata", "StrataLocks", "StrataTesting",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),

@@ -1,5 +1,6 @@
 import Foundation
 @testable import Strata
+import StrataLocks
 import StrataTesting
 
 // The history checker of the concurrency stress test (ConcurrencyStressTests.swift),

@@ -1,5 +1,6 @@
 import Foundation
 @testable import Strata
+import StrataLocks
 import StrataTesting
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 @testable import Strata
 import StrataLMDB
+import StrataLocks
 import StrataTesting
 import Testing
 
