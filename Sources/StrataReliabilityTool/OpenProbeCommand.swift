@@ -10,7 +10,7 @@ import StrataReliability
 /// Prints one line and exits 0 whatever it finds:
 /// - `ok <rows>`: opened, every row read, the integrity check found nothing;
 /// - `inconsistent <count> <first problem>`: read, but ``PersistentStoreCoordinator/checkIntegrity()`` found problems;
-/// - `error <type> <description>`: a thrown error, `<type>` its case (`StrataError.corruptStore`).
+/// - `error <type> <description>`: a thrown error, `<type>` its type and kind or case (`StrataError.corruptStore`).
 ///
 /// A signal, a non-zero exit or anything else on standard output is a crash.
 struct OpenProbeCommand: AsyncParsableCommand {
