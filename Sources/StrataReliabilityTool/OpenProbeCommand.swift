@@ -10,7 +10,7 @@ import StrataReliability
 /// Prints one line and exits 0 whatever it finds:
 /// - `ok <rows>`: opened, every row read, the integrity check found nothing;
 /// - `inconsistent <count> <first problem>`: read, but ``PersistentStoreCoordinator/checkIntegrity()`` found problems;
-/// - `error <type> <description>`: a thrown error, `<type>` its case (`StrataError.corruptStore`).
+/// - `error <type> <description>`: a thrown error, `<type>` its type and kind or case (`StrataError.corruptStore`).
 ///
 /// A signal, a non-zero exit or anything else on standard output is a crash.
 struct OpenProbeCommand: AsyncParsableCommand {
@@ -82,9 +82,11 @@ struct OpenProbeCommand: AsyncParsableCommand {
         return count
     }
 
-    /// `StrataError.corruptStore`, `LMDBError`, ...: the error's type and, for an enum, its case.
+    /// `StrataError.corruptStore`, `LMDBError`, ...: the error's type and, for a
+    /// ``StrataError`` or an enum, its kind or case.
     static func caseName(of error: any Error) -> String {
         let type = String(describing: Swift.type(of: error))
+        if let error = error as? StrataError { return "\(type).\(error.code)" }
         let mirror = Mirror(reflecting: error)
         if mirror.displayStyle == .enum {
             let label = mirror.children.first?.label ?? String(describing: error).prefix { $0.isLetter }.description

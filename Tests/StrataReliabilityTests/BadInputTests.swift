@@ -45,10 +45,10 @@ struct BadInputTests {
         return options
     }
 
-    /// Whether `error` is the `StrataError` case `name` (`incompatibleStore`, ...).
+    /// Whether `error` is a `StrataError` of the kind `name` (`incompatibleStore`, ...).
     static func isCase(_ error: (any Error)?, _ name: String) -> Bool {
         guard let error = error as? StrataError else { return false }
-        return Mirror(reflecting: error).children.first?.label == name || "\(error)" == name
+        return error.code.description == name
     }
 
     // MARK: Store locations
@@ -137,7 +137,8 @@ struct BadInputTests {
             options.readOnly = readOnly
             let coordinator = PersistentStoreCoordinator(managedObjectModel: other)
             let error = await #expect(throws: StrataError.self) { try await coordinator.addPersistentStore(type: .lmdb, at: url, options: options) }
-            guard case .modelMismatch(let store, let storeHash, let modelHash)? = error else {
+            guard let error, error.code == .modelMismatch, let store = error.storeName, let storeHash = error.storeHash,
+                  let modelHash = error.modelHash else {
                 Issue.record("expected modelMismatch, got \(String(describing: error))")
                 continue
             }
@@ -389,8 +390,8 @@ struct BadInputTests {
                 do {
                     try sample.setValue(value, forKey: key)
                     Issue.record("\(key) = \(String(describing: value)) (\(type(of: value))) was accepted")
-                } catch StrataError.typeMismatch(let mismatchKey, let entity, _, _) {
-                    #expect(mismatchKey == key && entity == "Sample")
+                } catch let error as StrataError where error.code == .typeMismatch {
+                    #expect(error.key == key && error.entityName == "Sample")
                 } catch {
                     Issue.record("\(key) = \(String(describing: value)): \(error), not typeMismatch")
                 }

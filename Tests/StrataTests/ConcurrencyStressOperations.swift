@@ -197,7 +197,7 @@ extension StressOperation {
         ledger.deleting(deleted)
         do {
             try context.save()
-        } catch StrataError.mergeConflicts {
+        } catch StrataError.Code.mergeConflicts {
             ledger.abandon(deleted)
             context.rollback()
             history.discardPending(worker: worker)
@@ -224,7 +224,7 @@ extension StressOperation {
             try context.save()
             history.childSaved(worker: worker, changes)
             return .saved
-        } catch StrataError.mergeConflicts {
+        } catch StrataError.Code.mergeConflicts {
             context.rollback()
             return .conflicted
         }
@@ -270,7 +270,7 @@ extension StressOperation {
     ) throws -> (view: StressView, owners: Set<ManagedObjectID>)? {
         do {
             try context.setQueryGenerationFrom(token)
-        } catch StrataError.queryGenerationUnavailable {
+        } catch StrataError.Code.queryGenerationUnavailable {
             return nil
         }
         let transaction = context.queryGenerationToken?.transactionID(in: store)

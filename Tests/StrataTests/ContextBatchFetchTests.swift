@@ -157,7 +157,7 @@ struct ContextBatchFetchTests {
         let error = #expect(throws: StrataError.self) { () throws in
             _ = try graph.fetchedResults(for: FetchRequest<Note>(entityName: "Folder"))
         }
-        if case .typeMismatch(_, let entity, _, _) = error { #expect(entity == "Folder") } else { Issue.record("\(String(describing: error))") }
+        if let error, error.code == .typeMismatch { #expect(error.entityName == "Folder") } else { Issue.record("\(String(describing: error))") }
     }
 
     @Test("prefetching to-one and to-many destinations reads them together, not once per object")
@@ -237,7 +237,7 @@ struct ContextBatchFetchTests {
                     return error as? StrataError
                 }
             }
-            guard case .unknownKey = error else {
+            guard error?.code == .unknownKey else {
                 Issue.record("\(path): \(String(describing: error))")
                 continue
             }

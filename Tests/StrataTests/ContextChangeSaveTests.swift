@@ -124,8 +124,8 @@ struct ContextChangeSaveTests {
             do {
                 for object in [high, low, folder, fine] as [ManagedObject] { try context.insert(object) }
                 try context.save()
-            } catch StrataError.validation(let found) {
-                failures = found
+            } catch let error as StrataError where error.code == .validation {
+                failures = error.validationFailures
             } catch {
                 Issue.record("unexpected \(error)")
             }
@@ -156,8 +156,8 @@ struct ContextChangeSaveTests {
             var found: [ManagedObjectID] = []
             do {
                 try context.save()
-            } catch StrataError.mergeConflicts(let conflicts) {
-                found = conflicts.map(\.objectID)
+            } catch let error as StrataError where error.code == .mergeConflicts {
+                found = error.conflicts.map(\.objectID)
             } catch {
                 Issue.record("unexpected \(error)")
             }

@@ -74,7 +74,7 @@ struct ContextConcurrencyTests {
             do {
                 try context.save()
                 return attempt
-            } catch StrataError.mergeConflicts {
+            } catch StrataError.Code.mergeConflicts {
                 context.rollback()
             }
         }

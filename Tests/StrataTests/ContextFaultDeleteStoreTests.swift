@@ -136,8 +136,8 @@ struct ContextFaultDeleteStoreTests {
             // Deny (Tag.notes): the save fails with a validation error naming the tag; nothing written.
             try context.delete(tag)
             let denied = #expect(throws: StrataError.self) { try context.save() }
-            if case .validation(let failures)? = denied {
-                #expect(failures.map(\.objectID) == [tag.objectID])
+            if let denied, denied.code == .validation {
+                #expect(denied.validationFailures.map(\.objectID) == [tag.objectID])
             } else {
                 Issue.record("expected a validation error, got \(String(describing: denied))")
             }
@@ -229,9 +229,9 @@ struct ContextFaultDeleteStoreTests {
             do {
                 try context.save()
                 return (wasFault, 0)
-            } catch StrataError.mergeConflicts(let conflicts) {
+            } catch let error as StrataError where error.code == .mergeConflicts {
                 context.rollback()
-                return (wasFault, conflicts.count)
+                return (wasFault, error.conflicts.count)
             }
         }
         #expect(outcome.wasFault && outcome.conflicts == 1)
@@ -409,11 +409,11 @@ struct ContextFaultDeleteStoreTests {
             record { try context.assign(note, to: media) }              // saved already
             record { try context.assign(Note(), to: media) }            // in no context
             return errors.map { error -> String in
-                switch error {
-                case nil: "ok"
-                case .noStore(let entity)?: "noStore \(entity)"
-                case .invalidObjectState?: "invalidObjectState"
-                case let other?: "\(other)"
+                guard let error else { return "ok" }
+                return switch error.code {
+                case .noStore: "noStore \(error.entityName ?? "")"
+                case .invalidObjectState: "invalidObjectState"
+                default: "\(error)"
                 }
             }
         }

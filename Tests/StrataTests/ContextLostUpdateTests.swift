@@ -63,8 +63,8 @@ struct ContextLostUpdateTests {
             do {
                 try body(context)
                 return nil
-            } catch StrataError.mergeConflicts(let conflicts) {
-                return Set(conflicts.map(\.objectID))
+            } catch let error as StrataError where error.code == .mergeConflicts {
+                return Set(error.conflicts.map(\.objectID))
             }
         }
     }
@@ -288,20 +288,20 @@ struct ContextLostUpdateTests {
                     await Task.yield()
                     let saved = try await child.perform { child -> Bool in
                         try child.delete(try child.existingObject(with: folderID))
-                        do { try child.save() } catch StrataError.mergeConflicts { return false }
+                        do { try child.save() } catch StrataError.Code.mergeConflicts { return false }
                         return true
                     }
                     guard saved else { return }
                     do {
                         try await parent.perform { try $0.save() }
                         deleted.withLock { $0.formUnion(titles) }
-                    } catch StrataError.mergeConflicts {}
+                    } catch StrataError.Code.mergeConflicts {}
                 }
                 group.addTask {
                     try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { mover in
                         let note = try #require(try mover.existingObject(with: loose[2 * index]) as? Note)
                         note.folder = try #require(try mover.existingObject(with: folderID) as? Folder)
-                        do { try mover.save() } catch StrataError.mergeConflicts {}
+                        do { try mover.save() } catch StrataError.Code.mergeConflicts {}
                     }
                 }
             }

@@ -298,11 +298,11 @@ struct ContextParentChildTests {
             do { try child.save() } catch let failure as StrataError { error = failure }
             return (error, child.hasChanges)
         }
-        guard case .mergeConflicts(let conflicts)? = failure.0 else {
+        guard let error = failure.0, error.code == .mergeConflicts else {
             Issue.record("expected a merge conflict, got \(String(describing: failure.0))")
             return
         }
-        #expect(conflicts.map(\.objectID) == [ids[0]] && failure.1)
+        #expect(error.conflicts.map(\.objectID) == [ids[0]] && failure.1)
         #expect(await Self.state(of: ids[1], in: parent) == ("b", "clean"))
     }
 
@@ -329,11 +329,11 @@ struct ContextParentChildTests {
             do { try child.save() } catch let failure as StrataError { error = failure }
             return (error, child.hasChanges)
         }
-        guard case .mergeConflicts(let conflicts)? = failure.0 else {
+        guard let error = failure.0, error.code == .mergeConflicts else {
             Issue.record("expected a merge conflict, got \(String(describing: failure.0))")
             return
         }
-        #expect(Set(conflicts.map(\.objectID)) == Set(ids) && failure.1)
+        #expect(Set(error.conflicts.map(\.objectID)) == Set(ids) && failure.1)
         #expect(await parent.perform { $0.hasChanges } == false)
         #expect(await Self.state(of: ids[0], in: parent) == ("a from another context", "clean"))
     }
@@ -364,7 +364,7 @@ struct ContextParentChildTests {
             let note = Note()
             note.priority = 9
             try child.insert(note)
-            do { try child.save() } catch StrataError.validation { return true }
+            do { try child.save() } catch StrataError.Code.validation { return true }
             return false
         }
         #expect(failed)

@@ -179,7 +179,7 @@ struct ContextStalenessTests {
                         try await context.perform { context in
                             context.stalenessInterval = 0
                             for id in ids { try #require(try context.existingObject(with: id) as? Note).body = "\(writer).\(round)" }
-                            do { try context.save() } catch StrataError.mergeConflicts { context.rollback() }
+                            do { try context.save() } catch StrataError.Code.mergeConflicts { context.rollback() }
                             context.reset()
                         }
                     }

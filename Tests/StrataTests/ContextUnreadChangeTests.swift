@@ -64,11 +64,11 @@ struct ContextUnreadChangeTests {
             do { try context.save() } catch let error as StrataError { return error } catch { return nil }
             return nil
         }
-        guard case .mergeConflicts(let conflicts)? = failure else {
+        guard let failure, failure.code == .mergeConflicts else {
             Issue.record("expected a merge conflict, got \(String(describing: failure))")
             return nil
         }
-        return conflicts
+        return failure.conflicts
     }
 
     @Test("the parent holds the change unread, and reports it as a change: updated, not a fault, changed and committed values, the other values read on first access")
@@ -338,7 +338,7 @@ struct ContextUnreadChangeTests {
                             }
                             try await root.perform { try $0.save() }
                             return 1
-                        } catch StrataError.mergeConflicts {
+                        } catch StrataError.Code.mergeConflicts {
                             continue
                         }
                     }

@@ -303,7 +303,7 @@ struct ContextWaitCycleTests {
             Issue.record("the second internal request did not fail: \(String(describing: second.value))")
             return
         }
-        guard case StrataError.wouldDeadlock(let message) = error else {
+        guard let deadlock = error as? StrataError, deadlock.code == .wouldDeadlock, let message = deadlock.reason else {
             Issue.record("unexpected error \(error)")
             return
         }
@@ -344,7 +344,8 @@ struct ContextWaitCycleTests {
         #expect(await signalled(mainDone, seconds: 30), "deadlock (watchdog)")
         #expect(await t2.joined(seconds: 30), "deadlock (watchdog)")
         #expect((try? first.value?.get()) != nil)
-        guard case .failure(StrataError.wouldDeadlock(let message)) = second.value else {
+        guard case .failure(let deadlock as StrataError) = second.value, deadlock.code == .wouldDeadlock,
+              let message = deadlock.reason else {
             Issue.record("the second internal request did not throw wouldDeadlock: \(String(describing: second.value))")
             return
         }

@@ -46,9 +46,9 @@ struct CoordinatorStoreTests {
         #expect(store.url == url && store.type == .lmdb && store.configurationName == nil)
         #expect(FileManager.default.fileExists(atPath: url.appendingPathComponent("data.mdb").path))
         let again = await #expect(throws: StrataError.self) { try await coordinator.addPersistentStore(type: .lmdb, at: url) }
-        #expect(again.map { if case .incompatibleStore = $0 { true } else { false } } == true)
+        #expect(again.map { $0.code == .incompatibleStore } == true)
         let missing = await #expect(throws: StrataError.self) { try await coordinator.addPersistentStore(type: .lmdb) }
-        #expect(missing.map { if case .incompatibleStore = $0 { true } else { false } } == true)
+        #expect(missing.map { $0.code == .incompatibleStore } == true)
 
         let outcome = try coordinator.save([StoreSave(store: store, inserted: [Self.newObject("Folder", ["name": .string("Inbox")], in: NotesModel.model)])])
         let id = try #require(outcome.permanentIDs.values.first)
@@ -78,9 +78,9 @@ struct CoordinatorStoreTests {
         #expect(store?.terminalError == .storage(.panic))
 
         func reason(_ error: StrataError?) -> String {
-            switch error {
-            case .incompatibleStore(_, let reason)?: reason
-            case .storage(let lmdb)?: lmdb.message
+            switch error?.code {
+            case .incompatibleStore?: error?.reason ?? ""
+            case .storage?: error?.storageError?.message ?? ""
             default: "\(String(describing: error))"
             }
         }
@@ -180,7 +180,8 @@ struct CoordinatorStoreTests {
                 store: store, inserted: [Self.newObject("Note", ["title": .string("c")], in: NotesModel.model)],
                 updated: [first, second])])
         }
-        guard case .mergeConflicts(let found)? = error else { Issue.record("\(String(describing: error))"); return }
+        guard let error, error.code == .mergeConflicts else { Issue.record("\(String(describing: error))"); return }
+        let found = error.conflicts
         #expect(Set(found.map(\.objectID)) == Set(ids))
         #expect(found.first { $0.objectID == ids[0] }?.newVersion == 2)
         var request = FetchRequest<Note>()
@@ -195,7 +196,7 @@ struct CoordinatorStoreTests {
         _ = try StoreFile(directory: url, model: StoreFixtures.model(), configuration: StoreFixtures.configuration)
         let coordinator = PersistentStoreCoordinator(managedObjectModel: NotesModel.model)
         let error = await #expect(throws: StrataError.self) { try await coordinator.addPersistentStore(at: url) }
-        guard case .modelMismatch? = error else { Issue.record("\(String(describing: error))"); return }
+        guard error?.code == .modelMismatch else { Issue.record("\(String(describing: error))"); return }
         #expect(coordinator.persistentStores.isEmpty)
     }
 

@@ -148,10 +148,11 @@ struct GroupCommitTests {
 
         try await firstSave.value
         let error = await #expect(throws: StrataError.self) { try await secondSave.value }
-        guard case .mergeConflicts(let conflicts)? = error else {
+        guard let error, error.code == .mergeConflicts else {
             Issue.record("expected merge conflicts, got \(String(describing: error))")
             return
         }
+        let conflicts = error.conflicts
         #expect(conflicts.map(\.objectID) == [noteID])
         #expect(conflicts.first?.oldVersion == 1 && conflicts.first?.newVersion == 2)
         _ = try await third.value
@@ -221,8 +222,8 @@ struct GroupCommitTests {
             do {
                 try await save.value
                 succeeded += 1
-            } catch StrataError.storage(let error) {
-                #expect(error == .mapFull)
+            } catch let error as StrataError where error.code == .storage {
+                #expect(error.storageError == .mapFull)
             }
         }
         #expect(succeeded >= 1 && succeeded < 4)

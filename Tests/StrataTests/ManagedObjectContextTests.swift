@@ -245,11 +245,11 @@ struct ContextDetectConflictsTests {
                 return error as? StrataError
             }
         }
-        guard case .mergeConflicts(let conflicts)? = error else {
+        guard let error, error.code == .mergeConflicts else {
             Issue.record("expected a merge conflict, got \(String(describing: error))")
             return
         }
-        #expect(conflicts.map(\.objectID) == [read])
+        #expect(error.conflicts.map(\.objectID) == [read])
         let stored = try await other.perform { context in
             (try context.existingObject(with: written) as? Note)?.title
         }

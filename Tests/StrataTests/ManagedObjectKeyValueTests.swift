@@ -97,7 +97,8 @@ import Testing
         #expect(try object.value(forKey: "text") as? String == "keep")
         #expect(try object.value(forKey: "i16") as? Int16 == 7)
         let error = #expect(throws: StrataError.self) { try object.setValue(40_000, forKey: "i16") }
-        guard case .typeMismatch(let key, let entity, let expected, let actual)? = error else {
+        guard let error, error.code == .typeMismatch, let key = error.key, let entity = error.entityName,
+              let expected = error.expectedType, let actual = error.actualType else {
             Issue.record("expected a type mismatch, got \(String(describing: error))")
             return
         }

@@ -8,8 +8,8 @@ import Testing
         do {
             try body()
             return []
-        } catch StrataError.validation(let failures) {
-            return failures
+        } catch let error as StrataError where error.code == .validation {
+            return error.validationFailures
         } catch {
             Issue.record("unexpected error \(error)")
             return []
@@ -144,7 +144,11 @@ final class Chore: ManagedObject {
 
     override func validateValue(_ value: Any?, forKey key: String) throws {
         var failures: [ValidationFailure] = []
-        do { try super.validateValue(value, forKey: key) } catch StrataError.validation(let found) { failures = found }
+        do {
+            try super.validateValue(value, forKey: key)
+        } catch let error as StrataError where error.code == .validation {
+            failures = error.validationFailures
+        }
         if key == "title", (value as? String)?.isEmpty ?? true {
             failures.append(ValidationFailure(objectID: objectID, key: key, reason: .custom("a title is needed")))
         }
@@ -153,7 +157,11 @@ final class Chore: ManagedObject {
 
     override func validateForInsert() throws {
         var failures: [ValidationFailure] = []
-        do { try super.validateForInsert() } catch StrataError.validation(let found) { failures = found }
+        do {
+            try super.validateForInsert()
+        } catch let error as StrataError where error.code == .validation {
+            failures = error.validationFailures
+        }
         if estimate <= 0 { failures.append(ValidationFailure(objectID: objectID, key: nil, reason: .custom("chores are never free"))) }
         if !failures.isEmpty { throw StrataError.validation(failures) }
     }

@@ -139,8 +139,8 @@ struct ObjectGraphTests {
         // Tag.notes denies deletion while it has notes: every failure reported, nothing saved.
         try graph.delete(tag)
         let denied = #expect(throws: StrataError.self) { try graph.save() }
-        guard case .validation(let failures)? = denied else { Issue.record("\(String(describing: denied))"); return }
-        #expect(failures.count == 1)
+        guard let denied, denied.code == .validation else { Issue.record("\(String(describing: denied))"); return }
+        #expect(denied.validationFailures.count == 1)
         graph.rollback()
         #expect(!tag.isDeleted && graph.deleted.isEmpty)
         // Folder.notes cascades; Note.tags nullifies the tag's side.

@@ -182,7 +182,8 @@ import Testing
         #expect(try object.value(forKey: "name") as? Int64 == 6)
         object.name = "refused"   // not an integer: refused, and the next save would fail
         #expect(try object.value(forKey: "name") as? Int64 == 6)
-        guard case .typeMismatch(key: "name", entity: "Base", expected: "Int64", actual: "String")? = object.pendingFailedEdits.first?.error else {
+        guard let error = object.pendingFailedEdits.first?.error, error.code == .typeMismatch, error.key == "name",
+              error.entityName == "Base", error.expectedType == "Int64", error.actualType == "String" else {
             Issue.record("the refused write was not recorded: \(object.pendingFailedEdits)")
             return
         }

@@ -149,11 +149,11 @@ import StrataTesting
         let other = try ManagedObjectModel(types: [Playlist.self])
         let url = directory.url
         let error = #expect(throws: StrataError.self) { _ = try StoreFile(directory: url, model: other) }
-        guard case .modelMismatch(_, let storeHash, let modelHash)? = error else {
+        guard let error, error.code == .modelMismatch, let storeHash = error.storeHash, let modelHash = error.modelHash else {
             Issue.record("expected a model mismatch, got \(String(describing: error))")
             return
         }
         #expect(storeHash == NotesModel.model.versionHash && modelHash == other.versionHash)
-        #expect(error?.description.contains(storeHash) == true && error?.description.contains(modelHash) == true)
+        #expect(error.description.contains(storeHash) && error.description.contains(modelHash))
     }
 }

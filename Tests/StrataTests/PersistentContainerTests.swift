@@ -110,7 +110,7 @@ struct PersistentContainerTests {
         let failure = try #require(error?.failures.first)
         #expect(error?.failures.count == 1)
         #expect(failure.storeDescription.url == url)
-        guard case .incompatibleStore(let store, let reason) = failure.error else {
+        guard failure.error.code == .incompatibleStore, let store = failure.error.storeName, let reason = failure.error.reason else {
             Issue.record("unexpected error \(failure.error)")
             return
         }
@@ -265,7 +265,7 @@ struct PersistentContainerTests {
                 try context.save()
             }
         }
-        #expect(invalid.map { if case .validation = $0 { true } else { false } } == true)
+        #expect(invalid.map { $0.code == .validation } == true)
         let name = try await container.viewContext.perform { context in
             try #require(context.existingObject(with: id) as? Folder).name
         }

@@ -110,7 +110,7 @@ struct QueryGenerationResourceTests {
         let late = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "late")
         try await late.perform { try $0.setQueryGenerationFrom(.current) }
         let full = await Self.countError(in: late)
-        guard case .storage(let storageError) = full else {
+        guard let storageError = full?.storageError else {
             Issue.record("expected a storage error, got \(String(describing: full))")
             return
         }
@@ -167,7 +167,7 @@ struct QueryGenerationResourceTests {
             }
             return strataError { try writer.save() }
         }
-        guard case .storage(let storageError) = failure else {
+        guard let storageError = failure?.storageError else {
             Issue.record("expected mapFull, got \(String(describing: failure))")
             return
         }
@@ -292,13 +292,14 @@ struct QueryGenerationResourceTests {
             return (first, second, third, afterAdvance)
         }
         #expect(results.0 == nil && results.3 == nil)
-        guard case .queryGenerationExpired(_, let age, let maximumAge) = results.1 else {
+        guard let expired = results.1, expired.code == .queryGenerationExpired, let age = expired.age,
+              let maximumAge = expired.maximumAge else {
             Issue.record("expected queryGenerationExpired, got \(String(describing: results.1))")
             return
         }
         #expect(age > maximumAge && maximumAge == .nanoseconds(1))
         #expect("\(results.1!)".contains("maximum age"))
-        if case .queryGenerationExpired = results.2 {} else { Issue.record("a fetch should fail as the count did") }
+        if results.2?.code == .queryGenerationExpired {} else { Issue.record("a fetch should fail as the count did") }
         // Unpinned contexts are not concerned.
         #expect(await Self.countError(in: ManagedObjectContext(.privateQueue, coordinator: coordinator)) == nil)
     }

@@ -214,7 +214,7 @@ struct QueryGenerationTests {
         let foreignError = await root.perform { root in strataError { try root.setQueryGenerationFrom(foreign) } }
         #expect(foreignError == .queryGenerationUnavailable(foreign))
         let childError = await child.perform { child in strataError { try child.setQueryGenerationFrom(.current) } }
-        guard case .invalidContextConfiguration(let reason) = childError else {
+        guard let childError, childError.code == .invalidContextConfiguration, let reason = childError.reason else {
             Issue.record("expected invalidContextConfiguration, got \(String(describing: childError))")
             return
         }

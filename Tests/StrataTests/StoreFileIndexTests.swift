@@ -70,7 +70,7 @@ struct StoreFileIndexTests {
         #expect(try Self.lookup(store, .all, attribute: "rating") == nil)  // not indexed: scan instead
         #expect(throws: StrataError.unknownKey(key: "nope", entity: "Note")) { try Self.lookup(store, .all, attribute: "nope") }
         let error = #expect(throws: StrataError.self) { try Self.lookup(store, .equal(to: .string("high")), attribute: "priority") }
-        guard case .typeMismatch("priority", "Note", _, _)? = error else {
+        guard let error, error.code == .typeMismatch, error.key == "priority", error.entityName == "Note" else {
             Issue.record("a bound of the wrong type must be refused, got \(String(describing: error))")
             return
         }

@@ -70,7 +70,7 @@ struct StoreFileTests {
             try env.write { txn throws in try txn.put([1], forKey: [1], in: other) }
         }
         let error = #expect(throws: StrataError.self) { try StoreFixtures.open(directory) }
-        guard case .incompatibleStore(let store, let reason)? = error else {
+        guard let error, error.code == .incompatibleStore, let store = error.storeName, let reason = error.reason else {
             Issue.record("expected incompatibleStore, got \(String(describing: error))")
             return
         }
@@ -103,7 +103,7 @@ struct StoreFileTests {
             try env.write { txn throws in try txn.put(value, forKey: Array(key.utf8), in: metadata) }
         }
         let error = #expect(throws: StrataError.self) { try StoreFixtures.open(directory) }
-        guard case .incompatibleStore(let store, let message)? = error else {
+        guard let error, error.code == .incompatibleStore, let store = error.storeName, let message = error.reason else {
             Issue.record("expected incompatibleStore, got \(String(describing: error))")
             return
         }
@@ -121,7 +121,7 @@ struct StoreFileTests {
         }
         let store = try StoreFixtures.open(directory)
         let error = #expect(throws: StrataError.self) { try store.insert("Note") }
-        guard case .incompatibleStore(_, let reason)? = error else {
+        guard let error, error.code == .incompatibleStore, let reason = error.reason else {
             Issue.record("expected incompatibleStore, got \(String(describing: error))")
             return
         }
@@ -253,39 +253,43 @@ struct StoreFileTests {
             #expect(throws: StrataError.self) { try store.write(body) }
         }
         let temporary = ManagedObjectID(temporaryFor: "Note")
-        guard case .invalidObjectState(temporary, _)? = attempt({ try $0.insert(store.snapshot(temporary)) }) else {
+        guard let temporaryError = attempt({ try $0.insert(store.snapshot(temporary)) }), temporaryError.code == .invalidObjectState,
+              temporaryError.objectID == temporary else {
             Issue.record("a temporary ID must be refused")
             return
         }
         let foreign = ManagedObjectID(store: UUID(), entityName: "Note", primaryKey: PrimaryKey(1)!)
-        guard case .invalidObjectState(foreign, let reason)? = attempt({ try $0.insert(store.snapshot(foreign)) }) else {
+        guard let foreignError = attempt({ try $0.insert(store.snapshot(foreign)) }), foreignError.code == .invalidObjectState,
+              foreignError.objectID == foreign, let reason = foreignError.reason else {
             Issue.record("an ID of another store must be refused")
             return
         }
         #expect(reason.contains(store.identifier.uuidString))
-        guard case .invalidObjectState(tag, _)? = attempt({ try $0.insert(store.snapshot(tag)) }) else {
+        guard let twiceError = attempt({ try $0.insert(store.snapshot(tag)) }), twiceError.code == .invalidObjectState,
+              twiceError.objectID == tag else {
             Issue.record("inserting a stored row twice must be refused")
             return
         }
-        guard case .typeMismatch("title", "Note", "string", _)? = attempt({ writer in
+        guard let titleError = attempt({ writer in
             try writer.insert(store.snapshot(try writer.makePermanentID(for: "Note"), ["title": .integer(1)]))
-        }) else {
+        }), titleError.code == .typeMismatch, titleError.key == "title", titleError.entityName == "Note", titleError.expectedType == "string" else {
             Issue.record("a value of the wrong type must be refused")
             return
         }
-        guard case .typeMismatch("priority", "Note", _, _)? = attempt({ writer in
+        guard let priorityError = attempt({ writer in
             try writer.insert(store.snapshot(try writer.makePermanentID(for: "Note"), ["priority": .integer(100_000)]))
-        }) else {
+        }), priorityError.code == .typeMismatch, priorityError.key == "priority", priorityError.entityName == "Note" else {
             Issue.record("an integer16 out of range must be refused")
             return
         }
-        guard case .typeMismatch("folder", "Note", "Folder", "Tag")? = attempt({ writer in
+        guard let folderError = attempt({ writer in
             try writer.insert(store.snapshot(try writer.makePermanentID(for: "Note"), relationships: ["folder": .toOne(tag)]))
-        }) else {
+        }), folderError.code == .typeMismatch, folderError.key == "folder", folderError.entityName == "Note", folderError.expectedType == "Folder",
+              folderError.actualType == "Tag" else {
             Issue.record("a destination of the wrong entity must be refused")
             return
         }
-        guard case .invalidObjectState? = attempt({ _ = try $0.makePermanentID(for: "Item") }) else {
+        guard attempt({ _ = try $0.makePermanentID(for: "Item") })?.code == .invalidObjectState else {
             Issue.record("an abstract entity has no IDs")
             return
         }
@@ -394,7 +398,8 @@ extension StoreFileTests {
         ] {
             try storeRaw(RecordCodec.encode(Record(version: 1, fields: fields)))
             let error = #expect(throws: StrataError.self) { try store.stored(note) }
-            guard case .corruptRecord("Note", 1, let reason)? = error else {
+            guard let error, error.code == .corruptRecord, error.entityName == "Note", error.primaryKey == 1,
+                  let reason = error.reason else {
                 Issue.record("expected corruptRecord, got \(String(describing: error))")
                 continue
             }

@@ -50,8 +50,8 @@ struct TransformableValueTests {
     }
 
     static func isTypeMismatch(_ error: (any Error)?, key: String) -> Bool {
-        if case StrataError.typeMismatch(let mismatchKey, "Gauge", _, _)? = error as? StrataError { return mismatchKey == key }
-        return false
+        guard let error = error as? StrataError, error.code == .typeMismatch, error.entityName == "Gauge" else { return false }
+        return error.key == key
     }
 
     @Test("setValue refuses a value that does not decode from its own encoding, a value that cannot be encoded, and bytes that are not the type; nothing changes")

@@ -197,7 +197,7 @@ extension BenchRun {
                     do {
                         try context.performAndWait { try StrataWork.bumpAndSave(ids, start: next, count: perSave, in: $0) }
                         worker.saves += 1
-                    } catch StrataError.mergeConflicts {
+                    } catch StrataError.Code.mergeConflicts {
                         worker.conflicts += 1
                         try context.performAndWait { context in
                             context.rollback()

@@ -56,7 +56,11 @@ extension ObjectGraph {
             discarded: deleted.filter { unsaved.vanished.contains(ObjectIdentifier($0)) })
         var failures: [ValidationFailure] = []
         func collect(_ check: () throws -> Void) throws {
-            do { try check() } catch StrataError.validation(let found) { failures += found }
+            do {
+                try check()
+            } catch let error as StrataError where error.code == .validation {
+                failures += error.validationFailures
+            }
         }
         for object in batch.inserted { try collect(object.validateForInsert) }
         for object in batch.updated { try collect(object.validateForUpdate) }

@@ -425,7 +425,7 @@ final class ObjectGraph: ObjectOwner {
         if let handler = inaccessibleFaultHandler, !handler(object, object.objectID, property) { return false }
         // Only a row that is gone makes a deleted object; a storage failure leaves the
         // object inaccessible, so the access reports it.
-        guard shouldDeleteInaccessibleFaults, case .inaccessibleFault = error else { return false }
+        guard shouldDeleteInaccessibleFaults, error.code == .inaccessibleFault else { return false }
         // The row is gone: the object reads as deleted, with nil and zero values, and is
         // in deletedObjects until the next save or reset discards it (no store write:
         // there is no row, and no validation).

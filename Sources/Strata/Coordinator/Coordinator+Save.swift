@@ -120,7 +120,7 @@ extension PersistentStoreCoordinator {
         } catch let error as StrataError {
             // Read without keeping a reference to the lease past this line.
             let token: QueryGenerationToken? = if case .pinned(let lease) = pin { lease.generation.token } else { nil }
-            guard case .storage(let failure) = error, failure == .mapFull, let token else { throw error }
+            guard error.storageError == .mapFull, let token else { throw error }
             pin = .newest   // the lease goes: its snapshot closes unless shared
             do {
                 return try save(saves, pinning: true)
@@ -215,8 +215,8 @@ extension PersistentStoreCoordinator {
                             try apply(request.saves[0], with: &writer)
                         }
                         results.append(.success(outcome))
-                    } catch StrataError.storage(let storageError) {
-                        throw StrataError.storage(storageError)
+                    } catch let error as StrataError where error.code == .storage {
+                        throw error
                     } catch {
                         results.append(.failure(error))
                     }

@@ -92,7 +92,7 @@ public actor PersistentStoreCoordinator {
         if type == .lmdb, let url {
             let path = url.standardizedFileURL.path
             if let added = registry.withLock({ $0.first { $0.url?.standardizedFileURL.path == path } }) {
-                if case .storage(let terminal)? = added.terminalError {
+                if let terminal = added.terminalError?.storageError {
                     throw .incompatibleStore(store: path, reason: "it is already added to this coordinator, in a terminal state: "
                         + StoreFile.stillOpenAfterTerminal(path: path, terminal: terminal))
                 }

@@ -4,29 +4,98 @@ import StrataLMDB
 /// An error thrown by Strata: bad input, a validation failure, a store that cannot be
 /// used with the current model, or a storage failure.
 ///
-/// Every case carries what you need to act on it: the entity and key involved, every
-/// validation failure at once, both model version hashes. Match cases in `catch`:
+/// Every error carries what you need to act on it: the entity and key involved, every
+/// validation failure at once, both model version hashes. `StrataError` is a struct, not
+/// an enum, so that a later version can add errors without breaking your `switch`es: each
+/// error has a static member (``noCoordinator``, ``unknownEntity(_:)``, ...) and a
+/// ``code`` naming its kind, and what it carries is read through properties
+/// (``key``, ``entityName``, ``validationFailures``, ...), each nil (or empty) for the
+/// kinds that do not carry it.
+///
+/// Match an error exactly, or any error of a kind by its ``Code``, and read what it
+/// carries from the error:
 ///
 /// ```swift
 /// do {
 ///     try note.setValue("high", forKey: "priority")
-/// } catch StrataError.typeMismatch(let key, let entity, let expected, let actual) {
-///     print("\(entity).\(key) takes a \(expected), not a \(actual)")
+/// } catch let error as StrataError where error.code == .typeMismatch {
+///     print("\(error.entityName!).\(error.key!) takes a \(error.expectedType!), not a \(error.actualType!)")
+/// }
+///
+/// do {
+///     try context.save()
+/// } catch StrataError.noCoordinator {
+///     // exactly this error
+/// } catch StrataError.Code.mergeConflicts {
+///     // any merge conflict
+/// } catch let error as StrataError {
+///     switch error.code {
+///     case .validation: show(error.validationFailures)
+///     case .storage: log(error.storageError!)
+///     default: throw error  // a `default` is needed: later versions may add kinds
+///     }
 /// }
 /// ```
-public enum StrataError: Error, Sendable, Hashable, CustomStringConvertible {
+///
+/// Two errors are equal when they are of the same kind and carry equal values.
+public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The kind of error and what it carries.
+    private enum Base: Hashable, Sendable {
+        case unknownEntity(String)
+        case unknownKey(key: String, entity: String)
+        case typeMismatch(key: String, entity: String, expected: String, actual: String)
+        case validation([ValidationFailure])
+        case modelMismatch(store: String, storeHash: String, modelHash: String)
+        case incompatibleStore(store: String, reason: String)
+        case corruptStore(store: String, reason: String)
+        case inaccessibleFault(ManagedObjectID)
+        case corruptRecord(entity: String, primaryKey: UInt64, reason: String)
+        case invalidObjectState(ManagedObjectID, reason: String)
+        case storage(LMDBError)
+        case unknownConfiguration(String)
+        case noStore(entity: String)
+        case objectNotFound(ManagedObjectID)
+        case mergeConflicts([MergeConflict])
+        case noCoordinator
+        case readOnlyStore(String)
+        case invalidContextConfiguration(String)
+        case wouldDeadlock(String)
+        case queryGenerationUnavailable(QueryGenerationToken)
+        case queryGenerationExpired(QueryGenerationToken, age: Duration, maximumAge: Duration)
+    }
+
+    private let base: Base
+
+    private init(_ base: Base) { self.base = base }
+
+    // MARK: - Errors
+
     /// The model has no entity of that name.
-    case unknownEntity(String)
+    public static func unknownEntity(_ name: String) -> StrataError { StrataError(.unknownEntity(name)) }
+
     /// The entity has no property of that name.
-    case unknownKey(key: String, entity: String)
+    public static func unknownKey(key: String, entity: String) -> StrataError {
+        StrataError(.unknownKey(key: key, entity: entity))
+    }
+
     /// A value of the wrong type was given for a property: Strata never coerces silently.
-    case typeMismatch(key: String, entity: String, expected: String, actual: String)
+    public static func typeMismatch(key: String, entity: String, expected: String, actual: String) -> StrataError {
+        StrataError(.typeMismatch(key: key, entity: entity, expected: expected, actual: actual))
+    }
+
     /// Objects failed validation; every failure found is listed.
-    case validation([ValidationFailure])
+    public static func validation(_ failures: [ValidationFailure]) -> StrataError { StrataError(.validation(failures)) }
+
     /// The store was written with a different model; nothing was changed.
-    case modelMismatch(store: String, storeHash: String, modelHash: String)
+    public static func modelMismatch(store: String, storeHash: String, modelHash: String) -> StrataError {
+        StrataError(.modelMismatch(store: store, storeHash: storeHash, modelHash: modelHash))
+    }
+
     /// The store's data does not belong to Strata, or was written by a newer format.
-    case incompatibleStore(store: String, reason: String)
+    public static func incompatibleStore(store: String, reason: String) -> StrataError {
+        StrataError(.incompatibleStore(store: store, reason: reason))
+    }
+
     /// The store's files are damaged: `data.mdb` is truncated, or its meta pages or the
     /// pages they lead to are not what LMDB writes (or it is not an LMDB file at all).
     /// Thrown when the store is opened; nothing was changed. Restore the store from a copy.
@@ -43,50 +112,311 @@ public enum StrataError: Error, Sendable, Hashable, CustomStringConvertible {
     /// checksums. LMDB also trusts a page's structure, so a damaged one can crash the
     /// process when a read meets it; ``PersistentStore/Options/verifiesPagesAtOpen``
     /// checks every page at open and throws this error instead.
-    case corruptStore(store: String, reason: String)
+    public static func corruptStore(store: String, reason: String) -> StrataError {
+        StrataError(.corruptStore(store: store, reason: reason))
+    }
+
     /// The object's row no longer exists (it was deleted elsewhere) so its fault cannot
     /// be fulfilled.
-    case inaccessibleFault(ManagedObjectID)
+    public static func inaccessibleFault(_ objectID: ManagedObjectID) -> StrataError {
+        StrataError(.inaccessibleFault(objectID))
+    }
+
     /// A stored record could not be decoded; the store's bytes are left as they are.
-    case corruptRecord(entity: String, primaryKey: UInt64, reason: String)
+    public static func corruptRecord(entity: String, primaryKey: UInt64, reason: String) -> StrataError {
+        StrataError(.corruptRecord(entity: entity, primaryKey: primaryKey, reason: reason))
+    }
+
     /// The object cannot take part in this operation in its current state.
-    case invalidObjectState(ManagedObjectID, reason: String)
+    public static func invalidObjectState(_ objectID: ManagedObjectID, reason: String) -> StrataError {
+        StrataError(.invalidObjectState(objectID, reason: reason))
+    }
+
     /// The underlying LMDB store failed (full map, full disk, I/O error, ...).
-    case storage(LMDBError)
+    public static func storage(_ error: LMDBError) -> StrataError { StrataError(.storage(error)) }
+
     /// The model has no configuration of this name.
-    case unknownConfiguration(String)
+    public static func unknownConfiguration(_ name: String) -> StrataError { StrataError(.unknownConfiguration(name)) }
+
     /// No store of the coordinator can hold objects of the entity (none added, or none
     /// whose configuration includes it), or the object's store was removed.
-    case noStore(entity: String)
+    public static func noStore(entity: String) -> StrataError { StrataError(.noStore(entity: entity)) }
+
     /// The object exists neither in the context nor in its store.
-    case objectNotFound(ManagedObjectID)
+    public static func objectNotFound(_ objectID: ManagedObjectID) -> StrataError { StrataError(.objectNotFound(objectID)) }
+
     /// A save found objects whose stored rows changed (or vanished) since the context
     /// read them: every conflict, nothing written.
-    case mergeConflicts([MergeConflict])
+    public static func mergeConflicts(_ conflicts: [MergeConflict]) -> StrataError {
+        StrataError(.mergeConflicts(conflicts))
+    }
+
     /// The operation needs a coordinator, and the context has none.
-    case noCoordinator
-    /// A save would write to a store opened read-only.
-    case readOnlyStore(String)
-    /// The context cannot be configured that way (a second coordinator, say).
-    case invalidContextConfiguration(String)
+    public static let noCoordinator = StrataError(.noCoordinator)
+
+    /// A save would write to a store opened read-only; `store` describes the store.
+    public static func readOnlyStore(_ store: String) -> StrataError { StrataError(.readOnlyStore(store)) }
+
+    /// The context cannot be configured that way (a second coordinator, say); `reason` says why.
+    public static func invalidContextConfiguration(_ reason: String) -> StrataError {
+        StrataError(.invalidContextConfiguration(reason))
+    }
+
     /// A synchronous wait between contexts would never end (each side waits for the
     /// other, and neither can run the other's work safely): the waiting call fails
     /// instead of hanging. The string names the contexts involved.
-    case wouldDeadlock(String)
+    public static func wouldDeadlock(_ cycle: String) -> StrataError { StrataError(.wouldDeadlock(cycle)) }
+
     /// The query generation a token names cannot be pinned: no context holds its
     /// snapshot any more, and its stores have committed since (or one is not added), so
     /// that state is gone. Pin ``QueryGenerationToken/current`` instead.
-    case queryGenerationUnavailable(QueryGenerationToken)
+    public static func queryGenerationUnavailable(_ token: QueryGenerationToken) -> StrataError {
+        StrataError(.queryGenerationUnavailable(token))
+    }
+
     /// The context's query generation is older than the coordinator's
     /// ``PersistentStoreCoordinator/queryGenerationAgePolicy`` allows
     /// (``QueryGenerationAgePolicy/fail(after:)``): the read did not happen. Advance the
     /// context (``ManagedObjectContext/setQueryGenerationFrom(_:)``, a save, a merge or a
     /// reset) to read again.
-    case queryGenerationExpired(QueryGenerationToken, age: Duration, maximumAge: Duration)
+    public static func queryGenerationExpired(_ token: QueryGenerationToken, age: Duration, maximumAge: Duration) -> StrataError {
+        StrataError(.queryGenerationExpired(token, age: age, maximumAge: maximumAge))
+    }
+
+    // MARK: - Kinds
+
+    /// The kind of a ``StrataError``, without what it carries: one static member per
+    /// error (``unknownEntity``, ``storage``, ``mergeConflicts``, ...).
+    ///
+    /// Compare it (`error.code == .storage`), `switch` over it (with a `default`: later
+    /// versions may add kinds), or match any error by it:
+    /// `catch StrataError.Code.mergeConflicts`.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Base: String, Hashable, Sendable {
+            case unknownEntity, unknownKey, typeMismatch, validation, modelMismatch, incompatibleStore
+            case corruptStore, inaccessibleFault, corruptRecord, invalidObjectState, storage
+            case unknownConfiguration, noStore, objectNotFound, mergeConflicts, noCoordinator
+            case readOnlyStore, invalidContextConfiguration, wouldDeadlock
+            case queryGenerationUnavailable, queryGenerationExpired
+        }
+
+        private let base: Base
+
+        private init(_ base: Base) { self.base = base }
+
+        /// ``StrataError/unknownEntity(_:)``.
+        public static let unknownEntity = Code(.unknownEntity)
+        /// ``StrataError/unknownKey(key:entity:)``.
+        public static let unknownKey = Code(.unknownKey)
+        /// ``StrataError/typeMismatch(key:entity:expected:actual:)``.
+        public static let typeMismatch = Code(.typeMismatch)
+        /// ``StrataError/validation(_:)``.
+        public static let validation = Code(.validation)
+        /// ``StrataError/modelMismatch(store:storeHash:modelHash:)``.
+        public static let modelMismatch = Code(.modelMismatch)
+        /// ``StrataError/incompatibleStore(store:reason:)``.
+        public static let incompatibleStore = Code(.incompatibleStore)
+        /// ``StrataError/corruptStore(store:reason:)``.
+        public static let corruptStore = Code(.corruptStore)
+        /// ``StrataError/inaccessibleFault(_:)``.
+        public static let inaccessibleFault = Code(.inaccessibleFault)
+        /// ``StrataError/corruptRecord(entity:primaryKey:reason:)``.
+        public static let corruptRecord = Code(.corruptRecord)
+        /// ``StrataError/invalidObjectState(_:reason:)``.
+        public static let invalidObjectState = Code(.invalidObjectState)
+        /// ``StrataError/storage(_:)``.
+        public static let storage = Code(.storage)
+        /// ``StrataError/unknownConfiguration(_:)``.
+        public static let unknownConfiguration = Code(.unknownConfiguration)
+        /// ``StrataError/noStore(entity:)``.
+        public static let noStore = Code(.noStore)
+        /// ``StrataError/objectNotFound(_:)``.
+        public static let objectNotFound = Code(.objectNotFound)
+        /// ``StrataError/mergeConflicts(_:)``.
+        public static let mergeConflicts = Code(.mergeConflicts)
+        /// ``StrataError/noCoordinator``.
+        public static let noCoordinator = Code(.noCoordinator)
+        /// ``StrataError/readOnlyStore(_:)``.
+        public static let readOnlyStore = Code(.readOnlyStore)
+        /// ``StrataError/invalidContextConfiguration(_:)``.
+        public static let invalidContextConfiguration = Code(.invalidContextConfiguration)
+        /// ``StrataError/wouldDeadlock(_:)``.
+        public static let wouldDeadlock = Code(.wouldDeadlock)
+        /// ``StrataError/queryGenerationUnavailable(_:)``.
+        public static let queryGenerationUnavailable = Code(.queryGenerationUnavailable)
+        /// ``StrataError/queryGenerationExpired(_:age:maximumAge:)``.
+        public static let queryGenerationExpired = Code(.queryGenerationExpired)
+
+        /// The kind's name, as its static member is spelled: `mergeConflicts`.
+        public var description: String { base.rawValue }
+
+        /// Lets `catch StrataError.Code.storage` and `case StrataError.Code.storage` match
+        /// any error value: true when `value` is a ``StrataError`` of this kind.
+        public static func ~= (pattern: Code, value: any Error) -> Bool {
+            (value as? StrataError)?.code == pattern
+        }
+    }
+
+    /// The error's kind.
+    public var code: Code {
+        switch base {
+        case .unknownEntity: .unknownEntity
+        case .unknownKey: .unknownKey
+        case .typeMismatch: .typeMismatch
+        case .validation: .validation
+        case .modelMismatch: .modelMismatch
+        case .incompatibleStore: .incompatibleStore
+        case .corruptStore: .corruptStore
+        case .inaccessibleFault: .inaccessibleFault
+        case .corruptRecord: .corruptRecord
+        case .invalidObjectState: .invalidObjectState
+        case .storage: .storage
+        case .unknownConfiguration: .unknownConfiguration
+        case .noStore: .noStore
+        case .objectNotFound: .objectNotFound
+        case .mergeConflicts: .mergeConflicts
+        case .noCoordinator: .noCoordinator
+        case .readOnlyStore: .readOnlyStore
+        case .invalidContextConfiguration: .invalidContextConfiguration
+        case .wouldDeadlock: .wouldDeadlock
+        case .queryGenerationUnavailable: .queryGenerationUnavailable
+        case .queryGenerationExpired: .queryGenerationExpired
+        }
+    }
+
+    /// Lets `catch StrataError.noCoordinator` and `case StrataError.unknownEntity("Note")`
+    /// match any error value: true when `value` is a ``StrataError`` equal to `pattern`.
+    public static func ~= (pattern: StrataError, value: any Error) -> Bool {
+        (value as? StrataError) == pattern
+    }
+
+    // MARK: - What the error carries
+
+    /// The entity involved: the name the model lacks (``Code/unknownEntity``), or the
+    /// entity of ``Code/unknownKey``, ``Code/typeMismatch``, ``Code/noStore`` and
+    /// ``Code/corruptRecord``; nil for other kinds (those about an object carry its
+    /// ``objectID``, whose `entityName` it is).
+    public var entityName: String? {
+        switch base {
+        case .unknownEntity(let name): name
+        case .unknownKey(_, let entity), .typeMismatch(_, let entity, _, _), .noStore(let entity),
+             .corruptRecord(let entity, _, _): entity
+        default: nil
+        }
+    }
+
+    /// The property key of ``Code/unknownKey`` and ``Code/typeMismatch``; nil for other kinds.
+    public var key: String? {
+        switch base {
+        case .unknownKey(let key, _), .typeMismatch(let key, _, _, _): key
+        default: nil
+        }
+    }
+
+    /// The type the property takes, for ``Code/typeMismatch``; nil for other kinds.
+    public var expectedType: String? {
+        if case .typeMismatch(_, _, let expected, _) = base { expected } else { nil }
+    }
+
+    /// The type of the value given, for ``Code/typeMismatch``; nil for other kinds.
+    public var actualType: String? {
+        if case .typeMismatch(_, _, _, let actual) = base { actual } else { nil }
+    }
+
+    /// Every failure found, for ``Code/validation``; empty for other kinds.
+    public var validationFailures: [ValidationFailure] {
+        if case .validation(let failures) = base { failures } else { [] }
+    }
+
+    /// Every conflicting object, for ``Code/mergeConflicts``; empty for other kinds.
+    public var conflicts: [MergeConflict] {
+        if case .mergeConflicts(let conflicts) = base { conflicts } else { [] }
+    }
+
+    /// The LMDB failure, for ``Code/storage``; nil for other kinds.
+    public var storageError: LMDBError? {
+        if case .storage(let error) = base { error } else { nil }
+    }
+
+    /// The object involved, for ``Code/inaccessibleFault``, ``Code/invalidObjectState`` and
+    /// ``Code/objectNotFound``; nil for other kinds.
+    public var objectID: ManagedObjectID? {
+        switch base {
+        case .inaccessibleFault(let id), .invalidObjectState(let id, _), .objectNotFound(let id): id
+        default: nil
+        }
+    }
+
+    /// The store involved: its path for ``Code/modelMismatch``, ``Code/incompatibleStore``
+    /// and ``Code/corruptStore``, its description for ``Code/readOnlyStore``; nil for other
+    /// kinds.
+    public var storeName: String? {
+        switch base {
+        case .modelMismatch(let store, _, _), .incompatibleStore(let store, _), .corruptStore(let store, _),
+             .readOnlyStore(let store): store
+        default: nil
+        }
+    }
+
+    /// The explanation the error carries: why the store cannot be opened
+    /// (``Code/incompatibleStore``, ``Code/corruptStore``), the record not decoded
+    /// (``Code/corruptRecord``), the operation refused (``Code/invalidObjectState``), the
+    /// configuration refused (``Code/invalidContextConfiguration``), or the contexts whose
+    /// waits would deadlock (``Code/wouldDeadlock``); nil for other kinds.
+    public var reason: String? {
+        switch base {
+        case .incompatibleStore(_, let reason), .corruptStore(_, let reason), .corruptRecord(_, _, let reason),
+             .invalidObjectState(_, let reason), .invalidContextConfiguration(let reason), .wouldDeadlock(let reason):
+            reason
+        default: nil
+        }
+    }
+
+    /// The model version hash the store was written with, for ``Code/modelMismatch``; nil
+    /// for other kinds.
+    public var storeHash: String? {
+        if case .modelMismatch(_, let storeHash, _) = base { storeHash } else { nil }
+    }
+
+    /// The current model's version hash, for ``Code/modelMismatch``; nil for other kinds.
+    public var modelHash: String? {
+        if case .modelMismatch(_, _, let modelHash) = base { modelHash } else { nil }
+    }
+
+    /// The primary key of the record not decoded, for ``Code/corruptRecord``; nil for other kinds.
+    public var primaryKey: UInt64? {
+        if case .corruptRecord(_, let primaryKey, _) = base { primaryKey } else { nil }
+    }
+
+    /// The configuration name the model lacks, for ``Code/unknownConfiguration``; nil for
+    /// other kinds.
+    public var configurationName: String? {
+        if case .unknownConfiguration(let name) = base { name } else { nil }
+    }
+
+    /// The query generation involved, for ``Code/queryGenerationUnavailable`` and
+    /// ``Code/queryGenerationExpired``; nil for other kinds.
+    public var token: QueryGenerationToken? {
+        switch base {
+        case .queryGenerationUnavailable(let token), .queryGenerationExpired(let token, _, _): token
+        default: nil
+        }
+    }
+
+    /// How old the context's query generation was, for ``Code/queryGenerationExpired``;
+    /// nil for other kinds.
+    public var age: Duration? {
+        if case .queryGenerationExpired(_, let age, _) = base { age } else { nil }
+    }
+
+    /// The oldest the policy allowed, for ``Code/queryGenerationExpired``; nil for other kinds.
+    public var maximumAge: Duration? {
+        if case .queryGenerationExpired(_, _, let maximumAge) = base { maximumAge } else { nil }
+    }
 
     /// A sentence describing the error.
     public var description: String {
-        switch self {
+        switch base {
         case .unknownEntity(let name):
             "the model has no entity named '\(name)'"
         case .unknownKey(let key, let entity):

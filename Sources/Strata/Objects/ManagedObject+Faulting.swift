@@ -21,7 +21,7 @@ extension ManagedObject {
             awakeFromFetch()
             return true
         } catch {
-            guard case .inaccessibleFault = error else {
+            guard error.code == .inaccessibleFault else {
                 // The store could not be read: that says nothing about the row, so the
                 // object stays a fault (the next access reads again) and reports why.
                 faultFailure = error
@@ -346,7 +346,7 @@ extension ManagedObject {
             faultFailure = nil
             return true
         } catch {
-            if case .inaccessibleFault = error {
+            if error.code == .inaccessibleFault {
                 _ = owner.handleInaccessibleFault(self, property: relationship.name, error: error)
             } else {
                 faultFailure = error  // the store could not be read: the relationship stays not loaded

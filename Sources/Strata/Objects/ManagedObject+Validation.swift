@@ -103,10 +103,10 @@ extension ManagedObject {
             let name = index < count ? entity.attributeNames[index] : entity.relationshipNames[index - count]
             do {
                 try validateValue(try value(ofSlot: index, attributeCount: count), forKey: name)
-            } catch StrataError.validation(let found) {
-                failures += found
-            } catch StrataError.storage(let failure) {
-                throw StrataError.storage(failure)  // the store could not be read: not the object's fault
+            } catch let error as StrataError where error.code == .validation {
+                failures += error.validationFailures
+            } catch let error as StrataError where error.code == .storage {
+                throw error  // the store could not be read: not the object's fault
             } catch {
                 failures.append(ValidationFailure(objectID: objectID, key: name, reason: .custom("\(error)")))
             }

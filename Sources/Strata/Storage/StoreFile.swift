@@ -91,15 +91,18 @@ final class StoreFile: Sendable {
         let environment: Environment
         do {
             environment = try StoreFile.storage { try Environment(path: path, configuration: configuration) }
-        } catch .storage(let error) where [.versionMismatch, .notADirectory, .noSuchFile, .permissionDenied].contains(error) {
-            // A location that is a file, cannot be made or is missing (read-only): as
-            // PersistentContainer reports it.
-            throw .incompatibleStore(store: path, reason: error.message)
-        } catch .storage(let error) where error == .alreadyOpen {
-            guard let terminal = Environment.terminalErrorOfOpenEnvironment(atPath: path) else { throw .storage(error) }
-            throw .storage(LMDBError(code: error.code, message: Self.stillOpenAfterTerminal(path: path, terminal: terminal)))
         } catch {
-            throw Self.damage(error, at: path)
+            switch error.storageError {
+            case let failure? where [.versionMismatch, .notADirectory, .noSuchFile, .permissionDenied].contains(failure):
+                // A location that is a file, cannot be made or is missing (read-only): as
+                // PersistentContainer reports it.
+                throw .incompatibleStore(store: path, reason: failure.message)
+            case let failure? where failure == .alreadyOpen:
+                guard let terminal = Environment.terminalErrorOfOpenEnvironment(atPath: path) else { throw error }
+                throw .storage(LMDBError(code: failure.code, message: Self.stillOpenAfterTerminal(path: path, terminal: terminal)))
+            default:
+                throw Self.damage(error, at: path)
+            }
         }
         // From here on, damage LMDB meets while opening the databases is a corrupt store too.
         do {
@@ -131,7 +134,7 @@ final class StoreFile: Sendable {
     /// `error`, or ``StrataError/corruptStore(store:reason:)`` for the LMDB errors of a
     /// damaged file met while opening it.
     private static func damage(_ error: StrataError, at path: String) -> StrataError {
-        guard case .storage(let lmdb) = error, [.corrupted, .invalid, .pageNotFound].contains(lmdb) else { return error }
+        guard let lmdb = error.storageError, [.corrupted, .invalid, .pageNotFound].contains(lmdb) else { return error }
         return .corruptStore(store: path, reason: lmdb.message)
     }
 
@@ -312,7 +315,7 @@ struct DatabaseOpener {
     func open(_ name: String) throws(StrataError) -> Database {
         do {
             return try StoreFile.storage { try environment.openDatabase(named: name, flags: readOnly ? [] : .create) }
-        } catch .storage(LMDBError.notFound) where readOnly {
+        } catch StrataError.storage(.notFound) where readOnly {
             throw .incompatibleStore(store: path, reason: "database \(name) is missing; open the store writable once to create it")
         }
     }
