@@ -141,6 +141,9 @@ extension ManagedObjectContext {
     /// (see ``setQueryGenerationFrom(_:)``).
     public func save() throws {
         try processPendingChanges()
+        #if DEBUG
+        graph._checkInvariants()  // once a save, which reads every change anyway
+        #endif
         guard try graph.beginSave() else { return }
         post(.willSave, ObjectChangeSets())
         let round = try graph.runWillSave()
@@ -165,6 +168,9 @@ extension ManagedObjectContext {
     /// ``didChangeObjectsNotification``: the inserted objects as invalidated, the others
     /// as refreshed.
     public func rollback() {
+        #if DEBUG
+        graph._checkInvariants()
+        #endif
         graph.rollback()
         postObjectsDidChange()
     }

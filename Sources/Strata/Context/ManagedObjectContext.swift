@@ -238,9 +238,6 @@ public actor ManagedObjectContext {
     /// another context met by a cascade) is reported by the next ``save()``.
     func blockDidFinish(_ block: PerformedBlock) {
         try? processPendingChanges()
-        #if DEBUG
-        graph._checkInvariants()
-        #endif
     }
 
     // MARK: Legacy locking

@@ -369,8 +369,8 @@ final class ObjectGraph: ObjectOwner {
 
     /// Traps when the graph breaks one of its invariants: every object in a change set
     /// is owned by this graph; deleted ⊆ changed (see
-    /// ``PendingChanges/_checkInvariants(owner:)``). Called at the end of every block in
-    /// debug builds.
+    /// ``PendingChanges/_checkInvariants(owner:)``). Called before every save and rollback
+    /// in debug builds.
     func _checkInvariants() {
         unsaved._checkInvariants(owner: self)
     }

@@ -207,8 +207,10 @@ struct PendingChanges {
 
 extension PendingChanges {
     /// Traps when the change sets break one of their invariants (swift-collections'
-    /// `_checkInvariants()` pattern; the context calls it at the end of every block in
-    /// debug builds, so every test checks it):
+    /// `_checkInvariants()` pattern; the context calls it before every save and rollback
+    /// in debug builds, so every test that saves checks it; at the end of every block it
+    /// cost a block time proportional to the change set, which in debug builds held the
+    /// main queue long enough to fail other tests' watchdogs):
     /// - every object in a set is owned by `owner` (the graph holding the sets);
     /// - deleted ⊆ changed, pending deletes ⊆ deleted, inserted ∩ deleted = ∅;
     /// - the changed list holds each object once, every object carrying
