@@ -59,8 +59,8 @@ final class PendingSave: Identifiable, @unchecked Sendable {
     let pinning: Bool
     /// The write groups' lock, which guards `_result`.
     private let lock: ConditionLock
-    /// What the saver sleeps on: for its turn (``WriteGroups/admit(_:)``), or, leading,
-    /// for its group to gather (``WriteGroups/gather(leader:)``). A condition of `lock`.
+    /// What the saver sleeps on when its first look found no turn
+    /// (``WriteGroups/admit(_:)``). A condition of `lock`.
     let condition: ConditionLock.Condition
     /// The outcome or the error, once written. Guarded by `lock`.
     private var _result: Result<SaveOutcome, any Error>?
@@ -103,7 +103,7 @@ final class PendingSave: Identifiable, @unchecked Sendable {
 /// own, so that a wake-up reaches only the thread it concerns, and the lock is never
 /// held while a group is written.
 ///
-/// One saver at a time leads: it gathers (a timed sleep, under contention only), writes
+/// One saver at a time leads: it gathers (a short look, under contention only), writes
 /// every save waiting when its write job starts, in one group, hands the lead to the
 /// first save that arrived meanwhile (or lets it go when none did) and wakes the group's
 /// other savers. Savers whose saves were written never queue a job of their own, which
@@ -145,8 +145,9 @@ final class WriteGroups: @unchecked Sendable {
             case .alone: return .alone
             case .lead: return .lead
             case .wait: return nil
-            case .waitAndWakeLeader(let leader):
-                lock.signal(leader.condition)
+            case .waitAndWakeLeader:
+                // The save completed the leader's gather, which ended it; the leader,
+                // looking (`gather(leader:)`), sees that without a wake-up.
                 return nil
             }
         }

@@ -33,7 +33,8 @@ struct GroupCommitStateMachine<Save: Identifiable> {
         /// A saver leads: the caller sleeps until ``takeTurn(of:)`` gives it a turn.
         case wait
         /// As ``wait``, and the save completes the group the leader (the payload)
-        /// gathers: wake it.
+        /// gathers: the gather is over, and a driver whose leader sleeps wakes it (Strata's
+        /// leader looks instead, and needs no wake-up).
         case waitAndWakeLeader(Save)
     }
 
