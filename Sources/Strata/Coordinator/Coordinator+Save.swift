@@ -136,7 +136,7 @@ extension PersistentStoreCoordinator {
     /// that arrived meanwhile (or lets it go when none did) and wakes the group's other
     /// savers, whose saves are written: they return without a write job of their own.
     private nonisolated func lead(_ request: PendingSave) {
-        writeGroups.gather(leader: request)
+        writeGroups.gather()
         writeQueue.sync {
             writeGroups.writeGroup { group in write(group) }
         }

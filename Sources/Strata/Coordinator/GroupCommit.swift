@@ -131,7 +131,7 @@ final class WriteGroups: @unchecked Sendable {
     enum Role {
         /// Group commit is off: write the save by a write job of its own.
         case alone
-        /// Lead: ``gather(leader:)``, write the group (``writeGroup(_:)``), then ``handOff()``.
+        /// Lead: ``gather()``, write the group (``writeGroup(_:)``), then ``handOff()``.
         case lead
         /// Nothing: another saver's group wrote the save (its result is set).
         case written
@@ -147,7 +147,7 @@ final class WriteGroups: @unchecked Sendable {
             case .wait: return nil
             case .waitAndWakeLeader:
                 // The save completed the leader's gather, which ended it; the leader,
-                // looking (`gather(leader:)`), sees that without a wake-up.
+                // looking (`gather()`), sees that without a wake-up.
                 return nil
             }
         }
@@ -187,7 +187,7 @@ final class WriteGroups: @unchecked Sendable {
     /// wait as in the last group, or until the gather's deadline
     /// (``GroupCommitStateMachine/startGathering(now:)``), looking rather than sleeping;
     /// a lone saver does not wait.
-    func gather(leader: PendingSave) {
+    func gather() {
         let start = lock.withLock { machine.startGathering(now: ConditionLock.now()) }
         guard case .waitUntil(let deadline) = start else { return }
         // The gather lasts at most 200 µs: the leader looks (yielding its core to the
