@@ -254,3 +254,25 @@ import Testing
         #expect(!wake.contains(unrelated) && !wake.contains(new))
     }
 }
+
+/// A driver that breaks the rules is stopped at once, not left to corrupt the graph.
+@Suite struct WaitGraphMisuseTests {
+    /// Reporting a block done for a wait that never ran one traps (debug builds).
+    @Test func finishingABlockThatNeverRanTraps() async {
+        await #expect(processExitsWith: .failure) {
+            var graph = WaitGraph(mainQueue: ExecutorIdentity(label: "main"))
+            let (id, _) = graph.begin(
+                thread: ThreadKey(1), target: ExecutorIdentity(label: "a"), kind: .user,
+                drainsMainQueue: false, holdings: [])
+            _ = graph.finishRunning(id)
+        }
+    }
+
+    /// A step for a wait that already left traps.
+    @Test func aStepForAWaitThatLeftTraps() async {
+        await #expect(processExitsWith: .failure) {
+            var graph = WaitGraph(mainQueue: ExecutorIdentity(label: "main"))
+            _ = graph.nextStep(for: WaitGraph.WaitID(raw: 7))
+        }
+    }
+}

@@ -359,35 +359,33 @@ package struct WaitGraph {
     /// the waiting thread: grant it when it still waits.
     package mutating func privateGateArrived(_ id: WaitID) -> PrivateGateAction {
         defer { checkInvariants() }
-        guard let at = waits.firstIndex(where: { $0.id == id }) else { return .giveBack }
-        switch waits[at].state {
-        case .waiting:
-            waits[at].state = .granted
-            return .grant(wake: id)
-        case .lent, .rescuing:
-            // It cannot take the turn now (a thread it lent to may need that executor):
-            // it sends a new gate once it waits again.
-            waits[at].needsGate = true
-            return .giveBack
-        case .granted, .running, .delegated, .finished:
-            return .giveBack
-        }
+        guard gateArrived(id, takingTurnAs: .granted) != nil else { return .giveBack }
+        return .grant(wake: id)
     }
 
     /// The main queue's gate for `id` runs: it takes the waiter's block when the waiter
     /// still waits.
     package mutating func mainGateArrived(_ id: WaitID) -> MainGateAction {
         defer { checkInvariants() }
-        guard let at = waits.firstIndex(where: { $0.id == id }) else { return .skip }
+        guard let at = gateArrived(id, takingTurnAs: .delegated) else { return .skip }
+        return .run(holdings: waits[at].holdings + [ExecutorHolding(mainQueue)])
+    }
+
+    /// The one rule for a gate, private or main: a waiter that still waits takes its turn
+    /// (its state becomes `state`; returns its index); one that lends or rescues cannot
+    /// take it now (a thread it lent to may need that executor), and sends a new gate once
+    /// it waits again; any other (gone, or past waiting) ignores it.
+    private mutating func gateArrived(_ id: WaitID, takingTurnAs state: State) -> Int? {
+        guard let at = waits.firstIndex(where: { $0.id == id }) else { return nil }
         switch waits[at].state {
         case .waiting:
-            waits[at].state = .delegated
-            return .run(holdings: waits[at].holdings + [ExecutorHolding(mainQueue)])
+            waits[at].state = state
+            return at
         case .lent, .rescuing:
             waits[at].needsGate = true
-            return .skip
+            return nil
         case .granted, .running, .delegated, .finished:
-            return .skip
+            return nil
         }
     }
 
