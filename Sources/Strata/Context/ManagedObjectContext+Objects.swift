@@ -156,7 +156,7 @@ extension ManagedObjectContext {
             if !changes.isEmpty { try parent.acceptChildSave(changes, from: self) }
             saved = graph.didSaveIntoParent(batch)
         } else {
-            saved = try graph.writeToStores(batch)
+            saved = try graph.writeToStores(batch, policy: mergePolicy)
         }
         guard !saved.isEmpty else { return }
         post(.didSave, saved)

@@ -92,6 +92,17 @@ public actor ManagedObjectContext {
     }
     /// The streams of ``notifications(of:bufferingPolicy:)``.
     nonisolated let notifier = ContextNotifier()
+    /// How the context's saves settle conflicts with changes made elsewhere since it
+    /// read its objects: ``MergePolicy/error`` (the default) fails the save listing every
+    /// conflict; the others make it go through by their rules (<doc:MergePolicies>).
+    /// Settable from any thread, as Core Data's setters on queue-based contexts are; a
+    /// save uses the policy set when it begins.
+    public nonisolated var mergePolicy: MergePolicy {
+        get { mergePolicyValue.withLock { $0 } }
+        set { mergePolicyValue.withLock { $0 = newValue } }
+    }
+    /// ``mergePolicy``'s value.
+    private nonisolated let mergePolicyValue = LockedValue(MergePolicy.error)
 
     nonisolated let contextExecutor: ContextExecutor
 

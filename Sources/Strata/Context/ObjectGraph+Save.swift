@@ -93,14 +93,27 @@ extension ObjectGraph {
     /// - Throws: ``StrataError/mergeConflicts(_:)`` when rows changed underneath;
     ///   ``StrataError/noStore(entity:)``, ``StrataError/invalidObjectState(_:reason:)``
     ///   for a relationship between stores; storage errors. Nothing is written then.
-    func writeToStores(_ batch: SaveBatch) throws -> ObjectChangeSets {
+    func writeToStores(_ batch: SaveBatch, policy: MergePolicy = .error) throws -> ObjectChangeSets {
         var plan = SavePlan()
         for object in batch.inserted {
             let store = try store(forNew: object, plan: &plan)
             try plan.add(object, to: store, key: object.hasTemporaryID ? 0 : object.rowKey, baseVersion: 0)
         }
         for object in batch.updated {
-            try plan.add(object, to: try plan.store(of: object, coordinator: coordinator), key: object.rowKey, baseVersion: object.rowVersion)
+            let store = try plan.store(of: object, coordinator: coordinator)
+            try plan.add(object, to: store, key: object.rowKey, baseVersion: object.rowVersion)
+            if policy.merges {
+                // What the object changed, with the values it read: what the write merges
+                // from when the row changed meanwhile.
+                let index = plan.index(of: store)
+                if plan.saves[index].merging == nil { plan.saves[index].merging = SaveMerging(policy: policy, changes: [:]) }
+                plan.saves[index].merging!.changes[plan.saves[index].rows.count - 1] = ObjectChange(of: object)
+            }
+        }
+        if policy.merges {
+            for index in plan.saves.indices where plan.saves[index].merging == nil {
+                plan.saves[index].merging = SaveMerging(policy: policy, changes: [:])
+            }
         }
         for object in batch.deleted {
             let store = try plan.store(of: object, coordinator: coordinator)
@@ -113,15 +126,19 @@ extension ObjectGraph {
         try checkStores(plan.related, plan.storeOfRelated)
 
         let outcome: SaveOutcome
-        if case .pinned = generationPin {
-            // The coordinator may let the lease go and take it back (map full): it must
-            // hold the only reference meanwhile.
-            var pin = generationPin
-            generationPin = .newest
-            defer { generationPin = pin }
-            outcome = try coordinator.save(plan.saves, pin: &pin)
-        } else {
-            outcome = try coordinator.save(plan.saves, pinning: generationPin.isPinned)
+        do {
+            if case .pinned = generationPin {
+                // The coordinator may let the lease go and take it back (map full): it must
+                // hold the only reference meanwhile.
+                var pin = generationPin
+                generationPin = .newest
+                defer { generationPin = pin }
+                outcome = try coordinator.save(plan.saves, pin: &pin)
+            } else {
+                outcome = try coordinator.save(plan.saves, pinning: generationPin.isPinned)
+            }
+        } catch let error as StrataError where error.code == .mergeConflicts {
+            throw StrataError.mergeConflicts(error.conflicts.map(completed))
         }
         advanceGeneration(afterSavingTo: outcome.generation)
 
@@ -132,7 +149,13 @@ extension ObjectGraph {
             let keys = index < outcome.keys.count ? outcome.keys[index] : []
             for (row, (object, key)) in zip(save.rows.rows, zip(plan.objects[index], keys)) {
                 guard row.isInsert else {
-                    object.didCommit(permanentID: nil, version: row.baseVersion + 1)
+                    if outcome.merge.isEmpty {
+                        object.didCommit(permanentID: nil, version: row.baseVersion + 1)
+                    } else if let merged = outcome.merge.merged[object.objectID] {
+                        object.apply(merged)   // exactly what was stored
+                    } else if !outcome.merge.vanished.contains(object.objectID) {
+                        object.didCommit(permanentID: nil, version: row.baseVersion + 1)
+                    }
                     continue
                 }
                 if object.hasTemporaryID {
@@ -145,14 +168,80 @@ extension ObjectGraph {
         }
         // Descendants may have these objects under their temporary IDs.
         if recordsIDs && !madePermanent.isEmpty { family.record(madePermanent) }
+        var batch = batch
+        if !outcome.merge.isEmpty { settle(outcome.merge, in: &batch) }
         for object in batch.deleted + batch.discarded {
             forget(object)
         }
         clearChanges()
+        if !outcome.merge.touched.isEmpty {
+            // Stored relationships the merge changed to keep inverses consistent: read again.
+            for id in outcome.merge.touched {
+                guard let object = registeredObject(for: id), object.owner === self, !object.hasChanges else { continue }
+                try? refresh(object, mergeChanges: false)
+            }
+        }
         for object in batch.inserted + batch.updated + batch.deleted { object.didSave() }
         var saved = ObjectChangeSets(inserted: batch.inserted, updated: batch.updated, deleted: batch.deleted)
         saved.queryGeneration = outcome.token
         return saved
+    }
+
+    /// After a save whose conflicts the write settled: objects whose rows were deleted
+    /// elsewhere leave as deleted (the save reports them so); objects the save meant to
+    /// delete that stay take their stored state and are no longer deleted.
+    private func settle(_ merge: MergeResult, in batch: inout SaveBatch) {
+        if !merge.vanished.isEmpty {
+            let gone = batch.updated.filter { merge.vanished.contains($0.objectID) }
+            batch.updated.removeAll { merge.vanished.contains($0.objectID) }
+            batch.deleted += gone
+        }
+        if !merge.undeleted.isEmpty {
+            for object in batch.deleted {
+                guard let stored = merge.undeleted[object.objectID] else { continue }
+                unsaved.forgetChanges(of: object)
+                object.restoreFromDeletion(reinserting: false)
+                object.apply(stored)
+                recordEvent(object, in: .refreshed)
+            }
+            batch.deleted.removeAll { merge.undeleted[$0.objectID] != nil }
+        }
+    }
+
+    /// `conflict` with this context's side filled in: the object's values, the values it
+    /// read, and the properties changed on each side.
+    private func completed(_ conflict: MergeConflict) -> MergeConflict {
+        guard let object = registeredObject(for: conflict.objectID), object.owner === self else { return conflict }
+        let entity = object.entity
+        let cached = object.makeCommittedSnapshot()
+        let current = object.isDeleted ? nil : object.makeSnapshot()
+        var mine = Set<String>()
+        if let cached, let current {
+            for slot in entity.storedAttributeSlots where current.attributes[slot] != cached.attributes[slot] {
+                mine.insert(entity.attributes[slot].name)
+            }
+            for slot in entity.relationships.indices where object.relationshipChanged(slot) {
+                mine.insert(entity.relationships[slot].name)
+            }
+        } else if object.isDeleted {
+            mine = Set(entity.propertyNames)
+        }
+        let cachedSnapshot = cached.map { PropertySnapshot($0, entity: entity) }
+        var theirs = Set<String>()
+        if let cachedSnapshot, let persisted = conflict.persistedSnapshot {
+            for (key, value) in cachedSnapshot.values {
+                guard let stored = persisted[key] else { continue }
+                if case .toMany(let a) = value, case .toMany(let b) = stored, entity.relationshipsByName[key]?.isOrdered == false {
+                    if Set(a) != Set(b) { theirs.insert(key) }
+                } else if value != stored {
+                    theirs.insert(key)
+                }
+            }
+        }
+        return MergeConflict(
+            objectID: conflict.objectID, objectSnapshot: current.map { PropertySnapshot($0, entity: entity) },
+            cachedSnapshot: cachedSnapshot, persistedSnapshot: conflict.persistedSnapshot, oldVersion: conflict.oldVersion,
+            newVersion: conflict.newVersion, changedKeysInMemory: mine, changedKeysInStore: theirs)
     }
 
     /// The store a new object will be saved to, the last one found for its entity reused.

@@ -11,6 +11,8 @@ struct StoreSave: Sendable {
     var deleted: [StoreChanges.Deletion] = []
     /// Objects not written whose row versions must still be these.
     var checked: [StoreChanges.Deletion] = []
+    /// How conflicts are settled in the write; nil to fail the save on any.
+    var merging: SaveMerging?
 
     /// An empty save of `store`.
     init(store: PersistentStore) {
@@ -54,6 +56,8 @@ struct SaveOutcome: Sendable {
     /// A generation of that state, taken right after the commit for a pinned saver; nil
     /// when not asked for, or when no reader slot was free.
     var generation: QueryGeneration?
+    /// What settling the save's conflicts did (empty when there were none).
+    var merge = MergeResult()
 }
 
 extension PersistentStoreCoordinator {
@@ -248,29 +252,38 @@ extension PersistentStoreCoordinator {
             inner.keys.insert(contentsOf: local.keys, at: 0)
             inner.permanentIDs.merge(local.permanentIDs) { $1 }
             inner.versions.merge(local.versions) { $1 }
+            inner.merge.add(local.merge)
             mine = inner
         }
         outcome = mine
     }
 
-    /// Applies one store's part of a save, conflict-checked first.
+    /// Applies one store's part of a save, conflict-checked first (and its conflicts
+    /// settled by the save's merge policy, in the same transaction).
     private nonisolated func apply(_ save: StoreSave, with writer: inout StoreWriter) throws -> SaveOutcome {
         var local = SaveOutcome()
         let keys: [UInt64]
+        let merge: MergeResult?
         do {
-            keys = try writer.apply(save.rows, deleting: save.deleted, checking: save.checked)
+            (keys, merge) = try writer.apply(save.rows, deleting: save.deleted, checking: save.checked, merging: save.merging)
         } catch let StoreWriteError.conflict(conflicts) {
-            throw StrataError.mergeConflicts(conflicts.map {
-                MergeConflict(objectID: $0.objectID, oldVersion: $0.expectedVersion, newVersion: $0.storedVersion)
+            throw StrataError.mergeConflicts(conflicts.map { conflict in
+                MergeConflict(
+                    objectID: conflict.objectID,
+                    persistedSnapshot: conflict.persisted.flatMap { persisted in
+                        (try? save.store.file.entityStorage(named: conflict.objectID.entityName)).map { PropertySnapshot(persisted, entity: $0.entity) }
+                    },
+                    oldVersion: conflict.expectedVersion, newVersion: conflict.storedVersion)
             })
         }
         local.keys = [keys]
+        if let merge { local.merge = merge }
         for (row, key) in zip(save.rows.rows, keys) {
             guard let id = row.objectID, let entity = save.store.file.entityStorage(numbered: row.entity),
                   let primaryKey = PrimaryKey(key) else { continue }
             let permanent = save.store.file.objectID(entity: entity.name, key: primaryKey)
             if id.isTemporaryID { local.permanentIDs[id] = permanent }
-            local.versions[permanent] = row.baseVersion + 1
+            local.versions[permanent] = local.merge.merged[permanent]?.version ?? row.baseVersion + 1
         }
         return local
     }

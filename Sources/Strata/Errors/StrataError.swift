@@ -532,26 +532,3 @@ public struct ValidationFailure: Sendable, Hashable, CustomStringConvertible {
         return "\(subject) \(text) (\(objectID))"
     }
 }
-
-/// An object a save could not write because its stored row changed since the context
-/// read it (optimistic locking: every row carries a version).
-public struct MergeConflict: Sendable, Hashable, CustomStringConvertible {
-    /// The object.
-    public let objectID: ManagedObjectID
-    /// The row version the context's changes were based on.
-    public let oldVersion: UInt64
-    /// The row version now stored; nil when the row was deleted.
-    public let newVersion: UInt64?
-
-    /// A conflict on `objectID`.
-    public init(objectID: ManagedObjectID, oldVersion: UInt64, newVersion: UInt64?) {
-        self.objectID = objectID
-        self.oldVersion = oldVersion
-        self.newVersion = newVersion
-    }
-
-    /// `x-strata://…/Note/p3: based on version 2, stored version 3`.
-    public var description: String {
-        "\(objectID): based on version \(oldVersion), " + (newVersion.map { "stored version \($0)" } ?? "since deleted")
-    }
-}

@@ -8,6 +8,20 @@ struct StoreConflict: Sendable, Hashable, CustomStringConvertible {
     let expectedVersion: UInt64
     /// The row version in the store, or nil when the row no longer exists (deleted elsewhere).
     let storedVersion: UInt64?
+    /// The stored state (to-many relationships included), when the write read it for the
+    /// conflict record. Not part of the conflict's identity (equality and hashing).
+    var persisted: ObjectSnapshot? = nil
+
+    /// Conflicts are equal when they name the same object and versions.
+    static func == (lhs: StoreConflict, rhs: StoreConflict) -> Bool {
+        lhs.objectID == rhs.objectID && lhs.expectedVersion == rhs.expectedVersion && lhs.storedVersion == rhs.storedVersion
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(objectID)
+        hasher.combine(expectedVersion)
+        hasher.combine(storedVersion)
+    }
 
     /// `x-strata://…/Note/p3: expected version 2, stored 3`.
     var description: String {

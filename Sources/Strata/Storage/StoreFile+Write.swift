@@ -309,34 +309,83 @@ struct StoreWriter: ~Copyable {
     mutating func apply(
         _ rows: EncodedRows, deleting deleted: [StoreChanges.Deletion], checking checked: [StoreChanges.Deletion]
     ) throws -> [UInt64] {
-        var conflicts: [StoreConflict] = []
+        try apply(rows, deleting: deleted, checking: checked, merging: nil).keys
+    }
+
+    /// Applies one save, its conflicts settled by `merging`'s policy when it has one: checks
+    /// the base version of every changed row, deletion and check first; with no conflict,
+    /// deletes, then writes `rows` (``write(_:)``). Conflicts fail the save, all at once and
+    /// before anything is written, unless `merging` settles them (a failed
+    /// ``ManagedObjectContext/detectConflicts(for:)`` check always fails it); then the
+    /// merged save is written (``merge(_:deleting:merging:rowConflicts:deletionConflicts:)``).
+    ///
+    /// - Returns: the primary key of each row of `rows`, in order, and what the merge did
+    ///   (nil when there was no conflict).
+    /// - Throws: ``StoreWriteError/conflict(_:)`` with all conflicts (each with the stored
+    ///   state), before anything is written; the errors of ``write(_:)`` and
+    ///   ``delete(_:expectedVersion:)``; what a custom merge policy throws.
+    mutating func apply(
+        _ rows: EncodedRows, deleting deleted: [StoreChanges.Deletion], checking checked: [StoreChanges.Deletion],
+        merging: SaveMerging?
+    ) throws -> (keys: [UInt64], merge: MergeResult?) {
+        var rowConflicts: [(index: Int, stored: UInt64?)] = []
+        var deletionConflicts: [(index: Int, stored: UInt64?)] = []
+        var checkConflicts: [StoreConflict] = []
         try StoreFile.translatingStorageErrors {
-            for row in rows.rows where !row.isInsert {
+            for (index, row) in rows.rows.enumerated() where !row.isInsert {
                 guard let storage = store.entityStorage(numbered: row.entity), let key = PrimaryKey(row.key) else { continue }
                 let stored = try reader.version(at: key, of: storage)
-                if stored != row.baseVersion {
-                    conflicts.append(StoreConflict(
-                        objectID: store.objectID(entity: storage.name, key: key), expectedVersion: row.baseVersion, storedVersion: stored))
-                }
+                if stored != row.baseVersion { rowConflicts.append((index, stored)) }
             }
-            for deletion in deleted + checked {
+            for (index, deletion) in deleted.enumerated() {
                 guard let expected = deletion.expectedVersion else { continue }
                 let (storage, key) = try store.row(of: deletion.objectID)
                 let stored = try reader.version(at: key, of: storage)
+                if stored != expected { deletionConflicts.append((index, stored)) }
+            }
+            for check in checked {
+                guard let expected = check.expectedVersion else { continue }
+                let (storage, key) = try store.row(of: check.objectID)
+                let stored = try reader.version(at: key, of: storage)
                 if stored != expected {
-                    conflicts.append(StoreConflict(objectID: deletion.objectID, expectedVersion: expected, storedVersion: stored))
+                    checkConflicts.append(StoreConflict(objectID: check.objectID, expectedVersion: expected, storedVersion: stored))
                 }
             }
         }
-        guard conflicts.isEmpty else { throw StoreWriteError.conflict(conflicts) }
-
-        // The first row written is where `mid-write` crashes (CrashPoint).
-        var midWrite: CrashPoint? = .midWrite
-        for deletion in deleted {
-            try delete(deletion.objectID, expectedVersion: deletion.expectedVersion)
-            midWrite?.reach(); midWrite = nil
+        if rowConflicts.isEmpty && deletionConflicts.isEmpty && checkConflicts.isEmpty {
+            // The first row written is where `mid-write` crashes (CrashPoint).
+            var midWrite: CrashPoint? = .midWrite
+            for deletion in deleted {
+                try delete(deletion.objectID, expectedVersion: deletion.expectedVersion)
+                midWrite?.reach(); midWrite = nil
+            }
+            return (try write(rows, reachingMidWrite: midWrite != nil), nil)
         }
-        return try write(rows, reachingMidWrite: midWrite != nil)
+        if let merging, merging.policy.merges, checkConflicts.isEmpty {
+            let (keys, result) = try merge(
+                rows, deleting: deleted, merging: merging, rowConflicts: rowConflicts, deletionConflicts: deletionConflicts)
+            return (keys, result)
+        }
+        // Every conflict, with the stored state for its record.
+        var conflicts: [StoreConflict] = []
+        for (index, stored) in rowConflicts {
+            let row = rows.rows[index]
+            guard let storage = store.entityStorage(numbered: row.entity), let key = PrimaryKey(row.key) else { continue }
+            let id = store.objectID(entity: storage.name, key: key)
+            conflicts.append(StoreConflict(
+                objectID: id, expectedVersion: row.baseVersion, storedVersion: stored, persisted: try persistedSnapshot(of: id)))
+        }
+        for (index, stored) in deletionConflicts {
+            let deletion = deleted[index]
+            conflicts.append(StoreConflict(
+                objectID: deletion.objectID, expectedVersion: deletion.expectedVersion ?? 0, storedVersion: stored,
+                persisted: try persistedSnapshot(of: deletion.objectID)))
+        }
+        for var conflict in checkConflicts {
+            conflict.persisted = try persistedSnapshot(of: conflict.objectID)
+            conflicts.append(conflict)
+        }
+        throw StoreWriteError.conflict(conflicts)
     }
 
     /// Writes `rows`: new rows get their entity's next primary key (when they have none)

@@ -1,0 +1,249 @@
+import Foundation
+
+/// What a root context's save under a merging policy gives its write, so that the write
+/// can settle conflicts in the same transaction (<doc:MergePolicies>): the policy and,
+/// for each changed row, what the context changed and the values it had read.
+struct SaveMerging: Sendable {
+    /// The saving context's policy (never ``MergePolicy/error``).
+    var policy: MergePolicy
+    /// What the context changed in each changed row, by index in the save's rows.
+    var changes: [Int: ObjectChange]
+}
+
+/// What the write did to settle a save's conflicts, for the saving context.
+struct MergeResult: Sendable {
+    /// The stored state of each object whose row was merged, at its new version (to-many
+    /// relationships not loaded: they are read again).
+    var merged: [ManagedObjectID: ObjectSnapshot] = [:]
+    /// Changed objects whose rows were deleted elsewhere: their changes were dropped and
+    /// they are gone.
+    var vanished: Set<ManagedObjectID> = []
+    /// Objects the save deleted that stay (the other side's changes won), with their
+    /// stored state.
+    var undeleted: [ManagedObjectID: ObjectSnapshot] = [:]
+    /// Other objects whose stored relationships the merge changed to keep inverses
+    /// consistent, or whose stored state now differs from what the context wrote: the
+    /// context reads them again.
+    var touched: Set<ManagedObjectID> = []
+    /// The conflicts settled, one per object.
+    var conflicts: [MergeConflict] = []
+
+    /// Whether no conflict was settled.
+    var isEmpty: Bool { conflicts.isEmpty }
+
+    /// Adds `other`'s results (another store's).
+    mutating func add(_ other: MergeResult) {
+        merged.merge(other.merged) { $1 }
+        vanished.formUnion(other.vanished)
+        undeleted.merge(other.undeleted) { $1 }
+        touched.formUnion(other.touched)
+        conflicts += other.conflicts
+    }
+}
+
+/// The three states of one conflicting object, in slot space, and the policy's decision
+/// (rules 1 to 6 of <doc:MergePolicies>). Pure: no store, no context.
+struct RowMerge {
+    let entity: EntityDescription
+    /// The saving side's state (a to-many relationship it has not loaded is `.notLoaded`).
+    let object: ObjectSnapshot
+    /// The state the saving side read (its changes' bases).
+    let cached: ObjectSnapshot
+    /// The other side's state now.
+    let persisted: ObjectSnapshot
+    /// The attribute slots the saving side changed.
+    let changedAttributes: Set<Int>
+    /// The relationship slots the saving side changed.
+    let changedRelationships: Set<Int>
+    /// For each unordered to-many slot the saving side changed: the members it added and removed.
+    let members: [Int: (added: [ManagedObjectID], removed: [ManagedObjectID])]
+
+    /// The merge of `change` (what the saving side changed, with the values it read) made
+    /// on `object` (its whole state), against `persisted`.
+    init(entity: EntityDescription, object: ObjectSnapshot, change: ObjectChange, persisted: ObjectSnapshot) {
+        self.entity = entity
+        self.object = object
+        self.persisted = persisted
+        var cached = object
+        cached.version = change.baseVersion ?? object.version
+        var attributes = Set<Int>()
+        for index in 0..<change.attributeCount {
+            let attribute = change.attribute(index)
+            guard attribute.slot < cached.attributes.count else { continue }
+            cached.attributes[attribute.slot] = attribute.base
+            attributes.insert(attribute.slot)
+        }
+        var relationships = Set<Int>()
+        for relationship in change.toOne + change.ordered where relationship.slot < cached.relationships.count {
+            cached.relationships[relationship.slot] = relationship.base
+            relationships.insert(relationship.slot)
+        }
+        var members: [Int: (added: [ManagedObjectID], removed: [ManagedObjectID])] = [:]
+        for change in change.members where change.slot < cached.relationships.count {
+            if case .toMany(let now) = object.relationships[change.slot] {
+                let added = Set(change.added)
+                cached.relationships[change.slot] = .toMany(now.filter { !added.contains($0) } + change.removed)
+            }
+            members[change.slot] = (change.added, change.removed)
+            relationships.insert(change.slot)
+        }
+        self.cached = cached
+        changedAttributes = attributes
+        changedRelationships = relationships
+        self.members = members
+    }
+
+    /// The attribute slots the other side changed since the saving side read the object.
+    var storeChangedAttributes: Set<Int> {
+        Set(entity.storedAttributeSlots.filter { slot in
+            slot < persisted.attributes.count && slot < cached.attributes.count && persisted.attributes[slot] != cached.attributes[slot]
+        })
+    }
+
+    /// The relationship slots the other side changed (those the saving side had read).
+    var storeChangedRelationships: Set<Int> {
+        Set(entity.relationships.indices.filter { slot in
+            guard slot < persisted.relationships.count, slot < cached.relationships.count else { return false }
+            return !Self.same(cached.relationships[slot], persisted.relationships[slot], ordered: isOrderedOrToOne(slot))
+        })
+    }
+
+    /// Whether a relationship's value is a whole value (to-one, ordered to-many) rather
+    /// than a set of members.
+    func isOrderedOrToOne(_ slot: Int) -> Bool {
+        let relationship = entity.relationships[slot]
+        return !relationship.isToMany || relationship.isOrdered
+    }
+
+    /// Whether two relationship values are the same (unknown ones are).
+    static func same(_ a: RelationshipSnapshot, _ b: RelationshipSnapshot, ordered: Bool) -> Bool {
+        switch (a, b) {
+        case (.notLoaded, _), (_, .notLoaded): true
+        case (.toOne(let x), .toOne(let y)): x == y
+        case (.toMany(let x), .toMany(let y)): ordered ? x == y : Set(x) == Set(y)
+        default: false
+        }
+    }
+
+    /// The conflict record of this merge.
+    func conflict(storedVersion: UInt64?) -> MergeConflict {
+        let names = changedAttributes.map { entity.attributes[$0].name } + changedRelationships.map { entity.relationships[$0].name }
+        let theirs = storeChangedAttributes.map { entity.attributes[$0].name } + storeChangedRelationships.map { entity.relationships[$0].name }
+        return MergeConflict(
+            objectID: object.objectID, objectSnapshot: PropertySnapshot(object, entity: entity),
+            cachedSnapshot: PropertySnapshot(cached, entity: entity), persistedSnapshot: PropertySnapshot(persisted, entity: entity),
+            oldVersion: cached.version, newVersion: storedVersion, changedKeysInMemory: Set(names), changedKeysInStore: Set(theirs))
+    }
+
+    /// The merged state under `policy` (never ``MergePolicy/error``), at the persisted
+    /// version: what the write stores (at the next version).
+    ///
+    /// - Throws: what a custom resolver throws; ``StrataError/typeMismatch(key:entity:expected:actual:)``
+    ///   when it gives a value of the wrong kind.
+    func merged(under policy: MergePolicy, conflict: MergeConflict) throws -> ObjectSnapshot {
+        var result = persisted
+        switch policy {
+        case .error, .rollback:
+            return result
+        case .overwrite:
+            for slot in entity.storedAttributeSlots where slot < object.attributes.count { result.attributes[slot] = object.attributes[slot] }
+            for slot in entity.relationships.indices where slot < object.relationships.count {
+                if case .notLoaded = object.relationships[slot] { continue }
+                result.relationships[slot] = object.relationships[slot]
+            }
+            return result
+        case .mergeByPropertyObjectTrump, .mergeByPropertyStoreTrump, .custom:
+            break
+        }
+        let theirsAttributes = storeChangedAttributes
+        let theirsRelationships = storeChangedRelationships
+        for slot in changedAttributes where slot < object.attributes.count {
+            let mine = object.attributes[slot]
+            guard theirsAttributes.contains(slot), mine != persisted.attributes[slot] else {
+                result.attributes[slot] = mine   // changed here only (or both to the same value)
+                continue
+            }
+            switch policy {
+            case .mergeByPropertyObjectTrump: result.attributes[slot] = mine
+            case .custom(let resolver):
+                let attribute = entity.attributes[slot]
+                switch try resolver.decide(conflict, attribute.name) {
+                case .object: result.attributes[slot] = mine
+                case .store: break
+                case .value(.attribute(let value)):
+                    if let value, !attribute.type.accepts(value) {
+                        throw StrataError.typeMismatch(
+                            key: attribute.name, entity: entity.name, expected: attribute.type.description, actual: "\(value.kindName) \(value)")
+                    }
+                    result.attributes[slot] = value
+                case .value(let other):
+                    throw StrataError.typeMismatch(
+                        key: attribute.name, entity: entity.name, expected: attribute.type.description, actual: "a relationship value (\(other))")
+                }
+            default: break   // the store's value
+            }
+        }
+        for slot in changedRelationships where slot < object.relationships.count {
+            let relationship = entity.relationships[slot]
+            let wholeValue = isOrderedOrToOne(slot)
+            let both = theirsRelationships.contains(slot)
+                && !Self.same(object.relationships[slot], persisted.relationships[slot], ordered: wholeValue)
+            let mine: RelationshipSnapshot
+            if wholeValue {
+                mine = object.relationships[slot]
+            } else if case .toMany(let stored) = persisted.relationships[slot], let change = members[slot] {
+                // Members merge: the other side's set with this side's additions and removals.
+                let removed = Set(change.removed)
+                var seen = Set<ManagedObjectID>()
+                mine = .toMany((stored.filter { !removed.contains($0) } + change.added).filter { seen.insert($0).inserted })
+            } else {
+                mine = object.relationships[slot]
+            }
+            guard both else {
+                result.relationships[slot] = mine
+                continue
+            }
+            switch policy {
+            case .mergeByPropertyObjectTrump:
+                result.relationships[slot] = mine
+            case .mergeByPropertyStoreTrump:
+                // Members still merge (a set has no conflicting values); a whole value is the store's.
+                if !wholeValue { result.relationships[slot] = mine }
+            case .custom(let resolver):
+                switch try resolver.decide(conflict, relationship.name) {
+                case .object: result.relationships[slot] = mine
+                case .store: break
+                case .value(.toOne(let id)) where !relationship.isToMany: result.relationships[slot] = .toOne(id)
+                case .value(.toMany(let ids)) where relationship.isToMany: result.relationships[slot] = .toMany(ids)
+                case .value(let other):
+                    throw StrataError.typeMismatch(
+                        key: relationship.name, entity: entity.name,
+                        expected: relationship.isToMany ? "[\(relationship.destinationEntityName)]" : "\(relationship.destinationEntityName)?",
+                        actual: "\(other)")
+                }
+            default:
+                break
+            }
+        }
+        return result
+    }
+}
+
+extension PropertySnapshot {
+    /// `snapshot`'s values by property name (transient attributes and relationships not
+    /// loaded left out).
+    init(_ snapshot: ObjectSnapshot, entity: EntityDescription) {
+        var values: [String: PropertyValue] = [:]
+        for (slot, attribute) in entity.attributes.enumerated() where !attribute.isTransient {
+            values[attribute.name] = .attribute(slot < snapshot.attributes.count ? snapshot.attributes[slot] : nil)
+        }
+        for (slot, relationship) in entity.relationships.enumerated() where slot < snapshot.relationships.count {
+            switch snapshot.relationships[slot] {
+            case .toOne(let id): values[relationship.name] = .toOne(id)
+            case .toMany(let ids): values[relationship.name] = .toMany(ids)
+            case .notLoaded: break
+            }
+        }
+        self.init(version: snapshot.version, values: values)
+    }
+}

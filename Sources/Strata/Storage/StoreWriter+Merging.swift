@@ -1,0 +1,408 @@
+import Foundation
+import StrataLMDB
+
+/// How a ``StoreWriter`` settles a save's conflicts under a merging policy, inside the
+/// save's own transaction (<doc:MergePolicies>): each conflicting object is decided
+/// (``RowMerge``), then every relationship edge the decisions touch is made to agree on
+/// both of its ends, then the rows are written.
+extension StoreWriter {
+    /// The state of a merge in progress.
+    struct MergeWork {
+        /// The save's rows, as they came.
+        let rows: EncodedRows
+        /// The row of each object in the save that carries its ID, by that ID.
+        var rowIndex: [ManagedObjectID: Int] = [:]
+        /// The merged state of each conflicting row, by row index (at the stored version).
+        var resolved: [Int: ObjectSnapshot] = [:]
+        /// The decisions, by row index (for the edges they touch).
+        var merges: [Int: RowMerge] = [:]
+        /// Rows not written: their objects were deleted elsewhere.
+        var droppedRows: Set<Int> = []
+        /// New relationship values of rows of the save that are written otherwise as they came.
+        var rowRelationships: [Int: [RelationshipSnapshot]] = [:]
+        /// Stored rows outside the save whose relationships change (to-many ones not
+        /// loaded and to-one ones `.notLoaded` keep their stored values), by ID.
+        var fixups: [ManagedObjectID: ObjectSnapshot] = [:]
+        /// Objects gone once the save is written, or known to exist, by ID.
+        var existence: [ManagedObjectID: Bool] = [:]
+        /// Objects whose stored state the merge changed beyond what the save carried.
+        var touched: Set<ManagedObjectID> = []
+    }
+
+    /// The stored state of `id` with its to-many relationships, or nil when it has no row.
+    func persistedSnapshot(of id: ManagedObjectID) throws -> ObjectSnapshot? {
+        try StoreFile.translatingStorageErrors {
+            let (storage, key) = try store.row(of: id)
+            guard let record = try reader.record(at: key, of: storage) else { return nil }
+            var snapshot = try store.snapshot(of: record, storage: storage, key: key)
+            let owner = RowReference(entityNumber: storage.number, primaryKey: key)
+            for (slot, relationship) in storage.relationships.enumerated() {
+                guard let links = relationship.links else { continue }
+                snapshot.relationships[slot] = .toMany(try reader.links(of: owner, in: links, ownerEntity: storage.name).map {
+                    link throws(StrataError) in try store.objectID(for: link.destination, whereOwner: storage.name, key: key)
+                })
+            }
+            return snapshot
+        }
+    }
+
+    /// The state a saved row carries: its attributes (decoded from its record) and, for
+    /// an entity with relationships, their values.
+    private func rowSnapshot(_ row: EncodedRow, in rows: EncodedRows, storage: EntityStorage, id: ManagedObjectID) throws -> ObjectSnapshot {
+        let decoded: Result<Record, RecordDecodingError> = rows.bytes.withUnsafeBytes { bytes in
+            Result { () throws(RecordDecodingError) in try RecordCodec.decode(UnsafeRawBufferPointer(rebasing: bytes[row.record])) }
+        }
+        let record: Record
+        switch decoded {
+        case .success(let decodedRecord): record = decodedRecord
+        case .failure(let error): throw StrataError.invalidObjectState(id, reason: "its encoded row does not decode: \(error.reason)")
+        }
+        var snapshot = ObjectSnapshot(objectID: id, entity: storage.entity, version: row.baseVersion)
+        for (number, value) in record.fields {
+            if case .attribute(let slot)? = storage.field(numbered: number) { snapshot.attributes[slot] = value }
+        }
+        if let relationships = row.relationships { snapshot.relationships = relationships }
+        return snapshot
+    }
+
+    /// Settles the conflicts of one save under `merging`'s policy and writes it: the
+    /// conflicting rows merged (``RowMerge``), changes to rows deleted elsewhere dropped,
+    /// deletions of rows changed elsewhere kept or dropped by the policy, relationship
+    /// edges made consistent on both ends; then deletions and rows are written as
+    /// ``apply(_:deleting:checking:merging:)`` does.
+    ///
+    /// - Returns: the primary key of each row of `rows` (a dropped row keeps its own), and
+    ///   what the merge did.
+    mutating func merge(
+        _ rows: EncodedRows, deleting deleted: [StoreChanges.Deletion], merging: SaveMerging,
+        rowConflicts: [(index: Int, stored: UInt64?)], deletionConflicts: [(index: Int, stored: UInt64?)]
+    ) throws -> (keys: [UInt64], result: MergeResult) {
+        var work = MergeWork(rows: rows)
+        var result = MergeResult()
+        for (index, row) in rows.rows.enumerated() {
+            if let id = row.objectID {
+                work.rowIndex[id] = index
+            }
+        }
+        var decided: [(id: ManagedObjectID, state: DecidedState)] = []
+
+        // 1. Each conflicting row, decided on its own.
+        for (index, stored) in rowConflicts {
+            let row = rows.rows[index]
+            guard let storage = store.entityStorage(numbered: row.entity), let key = PrimaryKey(row.key) else { continue }
+            let id = store.objectID(entity: storage.name, key: key)
+            work.rowIndex[id] = index
+            let object = try rowSnapshot(row, in: rows, storage: storage, id: id)
+            guard let change = merging.changes[index] else {
+                throw StoreWriteError.conflict([StoreConflict(objectID: id, expectedVersion: row.baseVersion, storedVersion: stored)])
+            }
+            guard stored != nil, let persisted = try persistedSnapshot(of: id) else {
+                // Deleted elsewhere: the deletion stands (rule 7); the changes are dropped.
+                let merge = RowMerge(entity: storage.entity, object: object, change: change, persisted: object)
+                work.droppedRows.insert(index)
+                work.existence[id] = false
+                result.vanished.insert(id)
+                result.conflicts.append(MergeConflict(
+                    objectID: id, objectSnapshot: PropertySnapshot(object, entity: storage.entity),
+                    cachedSnapshot: PropertySnapshot(merge.cached, entity: storage.entity), persistedSnapshot: nil,
+                    oldVersion: row.baseVersion, newVersion: nil,
+                    changedKeysInMemory: Set(merge.changedAttributes.map { storage.entity.attributes[$0].name }
+                        + merge.changedRelationships.map { storage.entity.relationships[$0].name })))
+                decided.append((id, .vanished(object: object, cached: merge.cached)))
+                continue
+            }
+            let merge = RowMerge(entity: storage.entity, object: object, change: change, persisted: persisted)
+            let conflict = merge.conflict(storedVersion: persisted.version)
+            var merged = try merge.merged(under: merging.policy, conflict: conflict)
+            merged.version = persisted.version
+            work.resolved[index] = merged
+            work.merges[index] = merge
+            result.conflicts.append(conflict)
+            decided.append((id, .merged(index)))
+        }
+
+        // Deletions of rows changed elsewhere: kept under the object-trumping policies,
+        // dropped (the object stays as stored) under the others (rule 8).
+        var keptDeletions: [StoreChanges.Deletion] = []
+        var dropped = Set<Int>()
+        for (index, stored) in deletionConflicts {
+            let deletion = deleted[index]
+            guard stored != nil, let persisted = try persistedSnapshot(of: deletion.objectID) else {
+                dropped.insert(index)   // already gone: nothing to delete
+                continue
+            }
+            let entity = try store.entityStorage(named: deletion.objectID.entityName).entity
+            let conflict = MergeConflict(
+                objectID: deletion.objectID, objectSnapshot: nil, cachedSnapshot: nil,
+                persistedSnapshot: PropertySnapshot(persisted, entity: entity), oldVersion: deletion.expectedVersion ?? 0,
+                newVersion: persisted.version, changedKeysInMemory: Set(entity.propertyNames), changedKeysInStore: [])
+            result.conflicts.append(conflict)
+            switch merging.policy {
+            case .mergeByPropertyObjectTrump, .overwrite, .custom:
+                decided.append((deletion.objectID, .deleted(persisted: persisted)))
+                work.existence[deletion.objectID] = false
+                keptDeletions.append(StoreChanges.Deletion(objectID: deletion.objectID, expectedVersion: nil))
+                dropped.insert(index)
+            case .mergeByPropertyStoreTrump, .rollback, .error:
+                var kept = persisted
+                kept.relationships = kept.relationships.map { _ in .notLoaded }
+                work.fixups[deletion.objectID] = kept
+                work.existence[deletion.objectID] = true
+                decided.append((deletion.objectID, .undeleted(persisted: persisted)))
+                dropped.insert(index)
+            }
+        }
+        for (index, deletion) in deleted.enumerated() where !dropped.contains(index) {
+            work.existence[deletion.objectID] = false
+            keptDeletions.append(deletion)
+        }
+
+        // 2. Every edge a decision touched, made to agree on both ends.
+        for (id, state) in decided {
+            try makeEdgesAgree(of: id, state, in: &work)
+        }
+
+        // 3. The rows: as they came, merged, or dropped; then the fixed-up stored rows.
+        var written = EncodedRows()
+        var position = [Int?](repeating: nil, count: rows.count)
+        for (index, row) in rows.rows.enumerated() where !work.droppedRows.contains(index) {
+            guard let storage = store.entityStorage(numbered: row.entity) else { throw StrataError.unknownEntity("number \(row.entity)") }
+            if let merged = work.resolved[index] {
+                try RowEncoder.append(merged, storage: storage, key: row.key, baseVersion: merged.version, carriesID: true, to: &written)
+            } else {
+                let start = written.bytes.count
+                written.bytes.append(contentsOf: rows.bytes[row.record.lowerBound..<row.indexValues.upperBound])
+                var copy = row
+                copy.record = start..<(start + row.record.count)
+                copy.indexValues = copy.record.upperBound..<(copy.record.upperBound + row.indexValues.count)
+                if let relationships = work.rowRelationships[index] { copy.relationships = relationships }
+                written.rows.append(copy)
+            }
+            position[index] = written.count - 1
+        }
+        for (id, snapshot) in work.fixups.sorted(by: { $0.key.description < $1.key.description }) {
+            guard snapshot.relationships.contains(where: { if case .notLoaded = $0 { false } else { true } }) else { continue }
+            let (storage, key) = try store.row(of: id)
+            try RowEncoder.append(snapshot, storage: storage, key: key.rawValue, baseVersion: snapshot.version, carriesID: true, to: &written)
+            work.touched.insert(id)
+        }
+
+        var midWrite: CrashPoint? = .midWrite
+        for deletion in keptDeletions {
+            try delete(deletion.objectID, expectedVersion: deletion.expectedVersion)
+            midWrite?.reach(); midWrite = nil
+        }
+        let writtenKeys = try write(written, reachingMidWrite: midWrite != nil)
+        let keys = rows.rows.indices.map { index in position[index].map { writtenKeys[$0] } ?? rows.rows[index].key }
+
+        for merged in work.resolved.values {
+            var stored = merged
+            stored.version += 1
+            stored.relationships = stored.relationships.map { value in
+                if case .toMany = value { .notLoaded } else { value }
+            }
+            result.merged[stored.objectID] = stored
+        }
+        for (id, state) in decided {
+            guard case .undeleted(let persisted) = state else { continue }
+            var stored = persisted
+            if work.touched.contains(id) { stored.version += 1 }
+            stored.relationships = stored.relationships.map { value in
+                if case .toMany = value { .notLoaded } else { value }
+            }
+            result.undeleted[id] = stored
+        }
+        result.touched = work.touched.subtracting(result.merged.keys).subtracting(result.undeleted.keys).subtracting(result.vanished)
+        return (keys, result)
+    }
+
+    /// How one object came out of the decisions.
+    enum DecidedState {
+        /// Its row was merged (the index of its row in the save).
+        case merged(Int)
+        /// Its row was deleted elsewhere: the save's changes to it were dropped.
+        case vanished(object: ObjectSnapshot, cached: ObjectSnapshot)
+        /// The save deletes it although it changed elsewhere.
+        case deleted(persisted: ObjectSnapshot)
+        /// The save meant to delete it, and it stays as stored.
+        case undeleted(persisted: ObjectSnapshot)
+    }
+
+    /// Makes every relationship edge of `id` that its decision touched agree on both ends:
+    /// each destination it had in any of its states is linked back exactly when the
+    /// decided state holds it. An edge the other end cannot take without displacing
+    /// another object from a to-one relationship is dropped from `id`'s side instead, so
+    /// that no decision moves an object that neither side moved; an edge to an object
+    /// that is gone is dropped.
+    private mutating func makeEdgesAgree(of id: ManagedObjectID, _ state: DecidedState, in work: inout MergeWork) throws {
+        let storage = try store.entityStorage(named: id.entityName)
+        for (slot, relationship) in storage.relationships.enumerated() {
+            var candidates: [ManagedObjectID] = []
+            func add(_ value: RelationshipSnapshot?) {
+                switch value {
+                case .toOne(let destination?)?: candidates.append(destination)
+                case .toMany(let destinations)?: candidates += destinations
+                default: break
+                }
+            }
+            let target: Set<ManagedObjectID>?
+            switch state {
+            case .merged(let index):
+                guard let merge = work.merges[index], let merged = work.resolved[index] else { continue }
+                add(merge.object.relationships[slot])
+                add(merge.cached.relationships[slot])
+                add(merge.persisted.relationships[slot])
+                add(merged.relationships[slot])
+                target = Self.members(of: merged.relationships[slot])
+            case .vanished(let object, let cached):
+                add(object.relationships[slot])
+                add(cached.relationships[slot])
+                target = []
+            case .deleted(let persisted):
+                add(persisted.relationships[slot])
+                target = []
+            case .undeleted(let persisted):
+                add(persisted.relationships[slot])
+                target = Self.members(of: persisted.relationships[slot])
+            }
+            guard let target else { continue }   // not known on this side: nothing was decided
+            var seen = Set<ManagedObjectID>()
+            let sourceIsToOne = !relationship.description.isToMany
+            for destination in candidates where seen.insert(destination).inserted {
+                // The saving context's view of the other end followed its own state: read again.
+                work.touched.insert(destination)
+                let present = target.contains(destination)
+                if try isGone(destination, in: &work) {
+                    if present { try removePlanned(destination, from: id, slot: slot, in: &work) }
+                    continue
+                }
+                let agreed = try makeEnd(
+                    destination, relationship: relationship.description.inverseName, of: id, sourceIsToOne: sourceIsToOne,
+                    present: present, in: &work)
+                if !agreed { try removePlanned(destination, from: id, slot: slot, in: &work) }
+            }
+        }
+    }
+
+    /// The members of a relationship value, or nil when it is not known.
+    private static func members(of value: RelationshipSnapshot) -> Set<ManagedObjectID>? {
+        switch value {
+        case .toOne(let id): id.map { [$0] } ?? []
+        case .toMany(let ids): Set(ids)
+        case .notLoaded: nil
+        }
+    }
+
+    /// Whether `id` has no row once the save is written.
+    private func isGone(_ id: ManagedObjectID, in work: inout MergeWork) throws -> Bool {
+        if let known = work.existence[id] { return !known }
+        if id.isTemporaryID || work.rowIndex[id] != nil { return false }
+        let (storage, key) = try store.row(of: id)
+        let exists = try StoreFile.translatingStorageErrors { try reader.version(at: key, of: storage) } != nil
+        work.existence[id] = exists
+        return !exists
+    }
+
+    /// Makes `end`'s relationship `name` (the inverse of one of `source`'s) hold `source`
+    /// exactly when `present`. An end derived from `source`'s own foreign key (a to-many
+    /// inverse of a to-one) follows that key when the row is written.
+    ///
+    /// - Returns: false when `present` and `end`'s to-one relationship holds another object.
+    private mutating func makeEnd(
+        _ end: ManagedObjectID, relationship name: String, of source: ManagedObjectID, sourceIsToOne: Bool, present: Bool,
+        in work: inout MergeWork
+    ) throws -> Bool {
+        let storage = try store.entityStorage(named: end.entityName)
+        guard let slot = storage.relationshipSlot(named: name) else { return true }
+        if storage.relationships[slot].description.isToMany && sourceIsToOne {
+            work.touched.insert(end)   // its links follow the source's foreign key
+            return true
+        }
+        switch try planned(end, slot: slot, storage: storage, in: &work) {
+        case .toOne(let held):
+            if present {
+                if held == source { return true }
+                if held != nil { return false }
+                try setPlanned(.toOne(source), of: end, slot: slot, storage: storage, in: &work)
+            } else {
+                guard held == source else { return true }
+                try setPlanned(.toOne(nil), of: end, slot: slot, storage: storage, in: &work)
+            }
+        case .toMany(let ids):
+            let holds = ids.contains(source)
+            guard holds != present else { return true }
+            try setPlanned(.toMany(present ? ids + [source] : ids.filter { $0 != source }), of: end, slot: slot, storage: storage, in: &work)
+        case .notLoaded:
+            return true   // no row: nothing to agree with
+        }
+        return true
+    }
+
+    /// Takes `destination` out of relationship `slot` of `owner`'s planned state.
+    private mutating func removePlanned(_ destination: ManagedObjectID, from owner: ManagedObjectID, slot: Int, in work: inout MergeWork) throws {
+        let storage = try store.entityStorage(named: owner.entityName)
+        switch try planned(owner, slot: slot, storage: storage, in: &work) {
+        case .toOne(let held) where held == destination:
+            try setPlanned(.toOne(nil), of: owner, slot: slot, storage: storage, in: &work)
+        case .toMany(let ids) where ids.contains(destination):
+            try setPlanned(.toMany(ids.filter { $0 != destination }), of: owner, slot: slot, storage: storage, in: &work)
+        default:
+            break
+        }
+    }
+
+    /// Relationship `slot` of `id` as the save will leave it: its merged state, its row in
+    /// the save, or the store's (read when the save does not say).
+    private func planned(_ id: ManagedObjectID, slot: Int, storage: EntityStorage, in work: inout MergeWork) throws -> RelationshipSnapshot {
+        var value = RelationshipSnapshot.notLoaded
+        if let index = work.rowIndex[id] {
+            if work.droppedRows.contains(index) { return .notLoaded }
+            if let merged = work.resolved[index] {
+                value = merged.relationships[slot]
+            } else if let relationships = work.rowRelationships[index] ?? work.rows.rows[index].relationships, slot < relationships.count {
+                value = relationships[slot]
+            }
+        } else if let fixup = work.fixups[id] {
+            value = fixup.relationships[slot]
+        }
+        if case .notLoaded = value, !id.isTemporaryID {
+            let relationship = storage.relationships[slot].description
+            let destinations = try reader.destinations(of: id, relationship: relationship.name)
+            if relationship.isToMany {
+                value = .toMany(destinations)
+            } else {
+                // A to-one of a row that does not exist is no value at all.
+                let (_, key) = try store.row(of: id)
+                if try StoreFile.translatingStorageErrors({ try reader.version(at: key, of: storage) }) == nil { return .notLoaded }
+                value = .toOne(destinations.first)
+            }
+        }
+        return value
+    }
+
+    /// Sets relationship `slot` of `id`'s planned state.
+    private mutating func setPlanned(
+        _ value: RelationshipSnapshot, of id: ManagedObjectID, slot: Int, storage: EntityStorage, in work: inout MergeWork
+    ) throws {
+        if let index = work.rowIndex[id] {
+            if work.resolved[index] != nil {
+                work.resolved[index]!.relationships[slot] = value
+            } else {
+                var relationships = work.rowRelationships[index] ?? work.rows.rows[index].relationships
+                    ?? storage.entity.relationships.map { _ in .notLoaded }
+                relationships[slot] = value
+                work.rowRelationships[index] = relationships
+                work.touched.insert(id)
+            }
+            return
+        }
+        if work.fixups[id] == nil {
+            guard let stored = try reader.snapshot(of: id) else { return }
+            var fixup = stored
+            fixup.relationships = fixup.relationships.map { _ in .notLoaded }
+            work.fixups[id] = fixup
+        }
+        work.fixups[id]!.relationships[slot] = value
+        work.touched.insert(id)
+    }
+}

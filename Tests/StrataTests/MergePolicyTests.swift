@@ -1,0 +1,73 @@
+import Foundation
+@testable import Strata
+import Testing
+
+/// Merge policies on a root context's save against the store: each policy × {attribute,
+/// to-one, to-many} × {one side changed, both sides changed}, on the real LMDB store.
+@Suite("Merge policies")
+struct MergePolicyTests {
+    static let policies: [MergePolicy] = [.error, .mergeByPropertyObjectTrump, .mergeByPropertyStoreTrump, .overwrite, .rollback]
+
+    /// The saving side reads note "a"; the other side changes it and saves; the saving
+    /// side changes it and saves under `policy`.
+    /// - Returns: the saving side's save error (nil when it saved), its state of the note
+    ///   afterwards, and the stored state.
+    static func run(
+        _ policy: MergePolicy, _ property: MergeWorld.Property, _ sides: MergeWorld.Sides
+    ) async throws -> (error: StrataError?, mine: MergeWorld.State, stored: MergeWorld.State, id: ManagedObjectID) {
+        let coordinator = try await MergeWorld.coordinator()
+        let saving = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "saving")
+        saving.mergePolicy = policy
+        let id = try await saving.perform { context in
+            context.retainsRegisteredObjects = true
+            let note = try MergeWorld.named(Note.self, "a", in: context)
+            _ = note.tags.count
+            _ = note.folder?.notes.count
+            for tag in try context.fetch(FetchRequest<Tag>()) { _ = tag.notes.count }
+            for folder in try context.fetch(FetchRequest<Folder>()) { _ = folder.notes.count }
+            return note.objectID
+        }
+        try await ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "other").perform { context in
+            try MergeWorld.otherChange(property, sides, to: try MergeWorld.note(id, in: context), in: context)
+            try context.save()
+        }
+        let (error, mine) = try await saving.perform { context -> (StrataError?, MergeWorld.State) in
+            try MergeWorld.ownChange(property, to: try MergeWorld.note(id, in: context), in: context)
+            do {
+                try context.save()
+                return (nil, try MergeWorld.state(of: id, in: context))
+            } catch let error as StrataError {
+                return (error, try MergeWorld.state(of: id, in: context))
+            }
+        }
+        return (error, mine, try await MergeWorld.stored(id, on: coordinator), id)
+    }
+
+    @Test(
+        "a root context's save under each policy, for each kind of property, changed on one side or both",
+        arguments: policies.map { $0.description }, MergeWorld.Property.allCases)
+    func rootSave(policyName: String, property: MergeWorld.Property) async throws {
+        let policy = try #require(Self.policies.first { $0.description == policyName })
+        for sides in MergeWorld.Sides.allCases {
+            let (error, mine, stored, id) = try await Self.run(policy, property, sides)
+            guard let expected = MergeWorld.expected(policy, property, sides) else {
+                // .error: the row changed since it was read, so the save fails, listing the conflict.
+                let error = try #require(error, "\(sides): the save went through under .error")
+                #expect(error.code == .mergeConflicts)
+                // Every conflicting row is listed (for a relationship, the other ends too).
+                let conflict = try #require(error.conflicts.first { $0.objectID == id })
+                #expect(conflict.oldVersion == 1 && conflict.newVersion == 2)
+                let changedHere: Set<String> = [property == .attribute ? "title" : property == .toOne ? "folder" : "tags"]
+                #expect(conflict.changedKeysInMemory == changedHere, "\(sides)")
+                #expect(conflict.changedKeysInStore == (sides == .bothSides ? changedHere : ["priority"]), "\(sides)")
+                #expect(conflict.cachedSnapshot?.attributeValue("priority") == .integer(1))
+                #expect(conflict.persistedSnapshot?.version == 2 && conflict.objectSnapshot != nil)
+                #expect(stored.title == (sides == .bothSides && property == .attribute ? "theirs" : "a"))
+                continue
+            }
+            #expect(error == nil, "\(sides): \(String(describing: error))")
+            #expect(stored == expected, "\(sides): stored \(stored), expected \(expected)")
+            #expect(mine == stored, "\(sides): the saving context holds \(mine), the store \(stored)")
+        }
+    }
+}
