@@ -195,7 +195,7 @@ extension PersistentStoreCoordinator {
             var outcome = SaveOutcome()
             try write(request.saves[...], into: &outcome)
             request.result = .success(outcome)
-            writeGroups.didCommit(saves: 1, failed: 0)
+            writeGroups.didCommit(saves: 1, failed: 0, resolvedConflicts: outcome.merge.conflicts.count)
         } catch {
             request.result = .failure(error)
             writeGroups.didCommit(saves: 0, failed: 1)
@@ -232,11 +232,15 @@ extension PersistentStoreCoordinator {
             return
         }
         var saved = 0
+        var resolved = 0
         for (request, result) in zip(requests, results) {
             request.result = result
-            if case .success = result { saved += 1 }
+            if case .success(let outcome) = result {
+                saved += 1
+                resolved += outcome.merge.conflicts.count
+            }
         }
-        writeGroups.didCommit(saves: saved, failed: requests.count - saved)
+        writeGroups.didCommit(saves: saved, failed: requests.count - saved, resolvedConflicts: resolved)
     }
 
     /// Writes `saves`, each store's in a write transaction nested in the closure of the

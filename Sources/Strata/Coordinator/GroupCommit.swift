@@ -16,6 +16,9 @@ public struct WriteStatistics: Sendable, Hashable, CustomStringConvertible {
     public var commits = 0
     /// The most saves one commit held.
     public var largestGroup = 0
+    /// The conflicts that committed saves settled by their merge policies (one per
+    /// object; see <doc:MergePolicies>).
+    public var resolvedConflicts = 0
 
     /// No saves, no commits.
     public init() {}
@@ -23,9 +26,9 @@ public struct WriteStatistics: Sendable, Hashable, CustomStringConvertible {
     /// Saves committed per commit (1 without group commit; 0 before the first commit).
     public var savesPerCommit: Double { commits == 0 ? 0 : Double(saves) / Double(commits) }
 
-    /// For example `1200 saves in 310 commits (largest group 8), 0 failed`.
+    /// For example `1200 saves in 310 commits (largest group 8), 0 failed, 14 conflicts resolved`.
     public var description: String {
-        "\(saves) saves in \(commits) commits (largest group \(largestGroup)), \(failedSaves) failed"
+        "\(saves) saves in \(commits) commits (largest group \(largestGroup)), \(failedSaves) failed, \(resolvedConflicts) conflicts resolved"
     }
 }
 
@@ -220,9 +223,9 @@ final class WriteGroups: @unchecked Sendable {
         for save in handOff.wake { lock.signal(save.condition) }
     }
 
-    /// Counts one commit (none when nothing was saved) of `saves` saves, and `failed`
-    /// saves that did not commit.
-    func didCommit(saves: Int, failed: Int) {
-        lock.withLock { machine.didCommit(saves: saves, failed: failed) }
+    /// Counts one commit (none when nothing was saved) of `saves` saves, `failed` saves
+    /// that did not commit, and the conflicts the committed ones settled.
+    func didCommit(saves: Int, failed: Int, resolvedConflicts: Int = 0) {
+        lock.withLock { machine.didCommit(saves: saves, failed: failed, resolvedConflicts: resolvedConflicts) }
     }
 }

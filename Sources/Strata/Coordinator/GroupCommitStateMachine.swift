@@ -158,12 +158,13 @@ struct GroupCommitStateMachine<Save: Identifiable> {
         lastWriteNanoseconds = nanoseconds
     }
 
-    /// Counts one commit (none when nothing was saved) of `saves` saves, and `failed`
-    /// saves that did not commit.
-    mutating func didCommit(saves: Int, failed: Int) {
+    /// Counts one commit (none when nothing was saved) of `saves` saves, `failed` saves
+    /// that did not commit, and the conflicts the committed ones settled.
+    mutating func didCommit(saves: Int, failed: Int, resolvedConflicts: Int = 0) {
         defer { _checkInvariants() }
-        precondition(saves >= 0 && failed >= 0, "negative counts")
+        precondition(saves >= 0 && failed >= 0 && resolvedConflicts >= 0, "negative counts")
         statistics.failedSaves += failed
+        statistics.resolvedConflicts += resolvedConflicts
         guard saves > 0 else { return }
         statistics.saves += saves
         statistics.commits += 1
