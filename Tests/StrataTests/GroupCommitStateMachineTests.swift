@@ -212,7 +212,7 @@ struct GroupCommitStateMachineTests {
         expected.failedSaves = 3
         #expect(machine.statistics == expected)
         #expect(machine.statistics.savesPerCommit == 2)
-        #expect(machine.statistics.description == "6 saves in 3 commits (largest group 3), 3 failed")
+        #expect(machine.statistics.description == "6 saves in 3 commits (largest group 3), 3 failed, 0 conflicts resolved")
     }
 
     @Test("turning group commit off while saves wait: they are still written by the group; new arrivals go alone")
