@@ -138,7 +138,15 @@ enum MergeWorld {
 
     /// What the saved state must be after the saving side's save under `policy`; nil when
     /// the save must fail.
-    static func expected(_ policy: MergePolicy, _ property: Property, _ sides: Sides) -> State? {
+    ///
+    /// A property changed on one side only is no conflict under any merging policy (and,
+    /// at a child's save, under `.error` either: the parent's check is per property); at a
+    /// child's save under `.error`, member changes of a to-many relationship never conflict.
+    static func expected(_ policy: MergePolicy, _ property: Property, _ sides: Sides, child: Bool = false) -> State? {
+        var policy = policy
+        if case .error = policy, child, sides == .oneSide || property == .toMany {
+            policy = .mergeByPropertyObjectTrump   // no conflict: both sides' changes are taken
+        }
         // The three candidate values of the property: the original, the other side's, the saving side's.
         let original: (title: String, folder: String, tags: [String]) = ("a", "Inbox", ["red"])
         var theirs = original
@@ -168,9 +176,9 @@ enum MergeWorld {
             priority = theirPriority
         case .overwrite:
             merged = mine
-            priority = 1
+            priority = theirPriority
         case .rollback:
-            merged = theirs
+            merged = sides == .oneSide ? mine : theirs
             priority = theirPriority
         case .custom:
             return nil

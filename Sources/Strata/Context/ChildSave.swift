@@ -23,6 +23,11 @@ struct ChildSave: Sendable {
     /// optimistic locking then checks the version the parent holds (DESIGN.md, "Saving
     /// one store up"; ``ObjectGraph/acceptChildSave(_:)``).
     var bases: [ManagedObjectID: ObjectSnapshot] = [:]
+    /// The child's merge policy: how the parent settles conflicts with its own state.
+    var policy: MergePolicy = .error
+    /// Under a merging policy, the child's whole state of each object it changed (what
+    /// ``MergePolicy/overwrite`` forces, and the conflict records' object snapshots).
+    var objectStates: [ManagedObjectID: ObjectSnapshot] = [:]
 
     /// Whether there is nothing to apply.
     var isEmpty: Bool { inserted.isEmpty && updated.isEmpty && deleted.isEmpty && checked.isEmpty }

@@ -152,9 +152,16 @@ extension ManagedObjectContext {
         let saved: ObjectChangeSets
         if let parent {
             // One store up: the parent takes the changes as values, in its isolation.
-            let changes = graph.childSave(of: batch)
-            if !changes.isEmpty { try parent.acceptChildSave(changes, from: self) }
-            saved = graph.didSaveIntoParent(batch)
+            let changes = graph.childSave(of: batch, policy: mergePolicy)
+            var merge = MergeResult()
+            if !changes.isEmpty {
+                do {
+                    merge = try parent.acceptChildSave(changes, from: self)
+                } catch let error as StrataError where error.code == .mergeConflicts {
+                    throw StrataError.mergeConflicts(error.conflicts.map(graph.completed))
+                }
+            }
+            saved = graph.didSaveIntoParent(batch, merge: merge)
         } else {
             saved = try graph.writeToStores(batch, policy: mergePolicy)
         }

@@ -48,12 +48,15 @@ extension ManagedObjectContext {
 
     /// A child's save into this context: applied, announced here (ObjectsDidChange), and
     /// merged into the child's siblings that merge automatically.
-    nonisolated func acceptChildSave(_ save: ChildSave, from child: ManagedObjectContext) throws {
+    ///
+    /// - Returns: what settling the save's conflicts did (by the child's merge policy).
+    nonisolated func acceptChildSave(_ save: ChildSave, from child: ManagedObjectContext) throws -> MergeResult {
         try servingChild { context in
-            let changed = try context.graph.acceptChildSave(save)
+            let (changed, merge) = try context.graph.acceptChildSave(save)
             try? context.processPendingChanges()
             let siblings = context.children.alive.filter { $0 !== child }
             if !siblings.isEmpty { context.scheduleAutomaticMerges(of: ChangedObjectIDs(changed), into: siblings) }
+            return merge
         }
     }
 

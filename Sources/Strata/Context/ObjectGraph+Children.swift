@@ -33,7 +33,7 @@ extension ObjectGraph {
 
     /// `object`'s current persistent state for a child: deleted destinations left out
     /// (they are gone for the child even before this context's delete rules ran).
-    private func snapshotForChild(of object: ManagedObject) -> ObjectSnapshot {
+    func snapshotForChild(of object: ManagedObject) -> ObjectSnapshot {
         var snapshot = object.makeSnapshot()
         // Unsaved values are not the stored row of the object's version.
         if object.hasChanges { snapshot.version |= ObjectSnapshot.unsavedMark }
@@ -126,12 +126,19 @@ extension ObjectGraph {
     /// based its change on (see ``holds(_:of:)``), fails the whole save with a conflict
     /// before anything changes.
     ///
+    /// Under a merging policy (the child's, ``ChildSave/policy``), conflicting objects are
+    /// settled instead, property by property against this context's current state
+    /// (``settleChildConflict(_:object:save:into:)``): only a failed
+    /// ``ManagedObjectContext/detectConflicts(for:)`` check still fails the save.
+    ///
     /// - Returns: the objects inserted, updated and deleted here, for the siblings that
-    ///   merge automatically.
-    func acceptChildSave(_ save: ChildSave) throws -> ObjectChangeSets {
+    ///   merge automatically, and what settling conflicts did, for the child.
+    func acceptChildSave(_ save: ChildSave) throws -> (changes: ObjectChangeSets, merge: MergeResult) {
         let model = try model
         // Check every existing object first, so a failure changes nothing.
         var conflicts: [MergeConflict] = []
+        // The indices (in `targets`) of the objects in conflict.
+        var conflicting = Set<Int>()
         // Versions as conflicts report them: without the mark of a parent's unsaved state.
         func stored(_ version: UInt64) -> UInt64 { version & ~ObjectSnapshot.unsavedMark }
         let updatedCount = save.updated.count
@@ -155,26 +162,48 @@ extension ObjectGraph {
         // The faults among them read in one transaction per store; one that cannot be
         // read that way is read (and its failure reported) on its own below.
         try? fulfilFaults(unread.isEmpty ? targets : targets.indices.compactMap { isUnread($0) ? nil : targets[$0] })
+        // This context's state, for a conflict record.
+        func state(of object: ManagedObject) -> PropertySnapshot {
+            var snapshot = snapshotForChild(of: object)
+            snapshot.version = stored(snapshot.version)
+            return PropertySnapshot(snapshot, entity: object.entity)
+        }
         for (index, object) in targets.enumerated() where !isUnread(index) {
             let id = id(index)
             if object.isDeleted {
                 conflicts.append(MergeConflict(objectID: id, oldVersion: stored(object.rowVersion), newVersion: nil))
+                conflicting.insert(index)
             } else if !object.fulfilIfNeeded() {
                 try object.throwIfStorageFailed()  // the store could not be read: no conflict is known
                 conflicts.append(MergeConflict(objectID: id, oldVersion: stored(object.rowVersion), newVersion: nil))
+                conflicting.insert(index)
             } else if index < updatedCount {
                 // The change is read in place (no copy of its lists).
                 if let version = save.updated[index].baseVersion, try !holds(save.updated[index], of: object) {
-                    conflicts.append(MergeConflict(objectID: id, oldVersion: stored(version), newVersion: stored(object.rowVersion)))
+                    conflicts.append(MergeConflict(
+                        objectID: id, persistedSnapshot: state(of: object), oldVersion: stored(version), newVersion: stored(object.rowVersion)))
+                    conflicting.insert(index)
+                } else if save.policy.merges, !save.updated[index].members.isEmpty,
+                          try membersChangedHere(save.updated[index], state: save.objectStates[id], of: object) {
+                    // Both sides changed the members of a relationship: the policy decides
+                    // (under .error members merge as always).
+                    conflicts.append(MergeConflict(
+                        objectID: id, persistedSnapshot: state(of: object), oldVersion: stored(save.updated[index].baseVersion ?? 0),
+                        newVersion: stored(object.rowVersion)))
+                    conflicting.insert(index)
                 }
             } else if let base = save.bases[id], try !holds(base, of: object) {
-                conflicts.append(MergeConflict(objectID: id, oldVersion: stored(base.version), newVersion: stored(object.rowVersion)))
+                conflicts.append(MergeConflict(
+                    objectID: id, persistedSnapshot: state(of: object), oldVersion: stored(base.version), newVersion: stored(object.rowVersion)))
+                conflicting.insert(index)
             }
         }
-        guard conflicts.isEmpty else { throw StrataError.mergeConflicts(conflicts) }
+        // A failed conflict check fails the save whatever the policy (rule 9).
+        let settles = save.policy.merges && !conflicting.contains { $0 >= deletedEnd }
+        guard conflicts.isEmpty || settles else { throw StrataError.mergeConflicts(conflicts) }
         // The to-many relationships the child changed are read now, so that a store that
         // cannot be read fails the save before anything changes (not drop the changes).
-        for index in save.updated.indices where !save.updated[index].members.isEmpty {
+        for index in save.updated.indices where !save.updated[index].members.isEmpty && !conflicting.contains(index) {
             let object = targets[index]
             for members in save.updated[index].members where members.slot < object.entity.relationships.count {
                 if !object.loadRelationshipIfNeeded(members.slot) { try object.throwIfStorageFailed() }
@@ -222,8 +251,10 @@ extension ObjectGraph {
             object.markChanged()
         }
         merged.updated.reserveCapacity(updatedCount)
+        var settled = MergeResult()
         for index in save.updated.indices {
             let object = targets[index]
+            if conflicting.contains(index) { continue }   // settled below, once the other changes are in
             if isUnread(index) {
                 object.takeUnreadChange(save.updated[index], version: save.updated[index].baseVersion!)
                 let slot = save.updated[index].attribute(0).slot
@@ -233,14 +264,22 @@ extension ObjectGraph {
             }
             merged.updated.append(object)
         }
-        for object in targets[updatedCount..<(updatedCount + save.deleted.count)] where !object.isDeleted {
+        for index in conflicting.sorted() where index < updatedCount {
+            if try settleChildConflict(index, object: targets[index], save: save, into: &settled) { merged.updated.append(targets[index]) }
+        }
+        for index in updatedCount..<deletedEnd where conflicting.contains(index) {
+            try settleChildDeletion(index - updatedCount, object: targets[index], save: save, into: &settled, deleted: &merged.deleted)
+        }
+        for (index, object) in targets[updatedCount..<deletedEnd].enumerated()
+        where !object.isDeleted && !conflicting.contains(updatedCount + index) {
             try delete(object)
             merged.deleted.append(object)
         }
-        for object in targets[(updatedCount + save.deleted.count)...] where !object.isInserted {
+        for object in targets[deletedEnd...] where !object.isInserted {
             unsaved.conflictChecks[ObjectIdentifier(object)] = object
         }
-        return merged
+        if !settled.isEmpty { finishSettling(&settled) }
+        return (merged, settled)
     }
 
     /// The changes of `save` (indices in `save.updated`) this context takes without
@@ -324,6 +363,27 @@ extension ObjectGraph {
         return true
     }
 
+    /// Whether this context changed the members of an unordered to-many relationship that
+    /// `change` changes too, since the child read them: its members here are not the ones
+    /// the child had before its change (`state` is the child's whole state).
+    ///
+    /// - Throws: the storage error when a relationship cannot be read.
+    private func membersChangedHere(_ change: ObjectChange, state: ObjectSnapshot?, of object: ManagedObject) throws -> Bool {
+        guard let state else { return false }
+        for members in change.members where members.slot < object.entity.relationships.count && members.slot < state.relationships.count {
+            guard case .toMany(let now) = state.relationships[members.slot] else { continue }
+            let added = Set(members.added.map(canonicalID))
+            let read = Set(now.map(canonicalID)).subtracting(added).union(members.removed.map(canonicalID))
+            if !object.loadRelationshipIfNeeded(members.slot) {
+                try object.throwIfStorageFailed()
+                return true
+            }
+            let here = Set(object.relationshipStorage(at: members.slot).objects.filter { !$0.isDeleted }.map { canonicalID($0.objectID) })
+            if here != read { return true }
+        }
+        return false
+    }
+
     /// Whether this context holds `object` in the state `base` a child's deletion or
     /// conflict check was based on: every property, including the members of every
     /// to-many relationship the child had loaded (its delete rules acted on those
@@ -364,7 +424,7 @@ extension ObjectGraph {
 
     /// `id`, or the permanent ID the tree recorded for it (a child may still name an
     /// object by the temporary ID it had when the child read it).
-    private func canonicalID(_ id: ManagedObjectID) -> ManagedObjectID {
+    func canonicalID(_ id: ManagedObjectID) -> ManagedObjectID {
         id.isTemporaryID ? family.permanentID(for: id) ?? id : id
     }
 

@@ -75,10 +75,24 @@ extension ObjectGraph {
     ///
     /// - Returns: the objects saved (temporary IDs stay: the root's save assigns
     ///   permanent ones).
-    func didSaveIntoParent(_ batch: SaveBatch) -> ObjectChangeSets {
-        for object in batch.inserted + batch.updated { object.didCommit(permanentID: nil, version: object.rowVersion) }
+    ///
+    /// When the parent settled conflicts (`merge`), the objects it merged take the merged
+    /// state, as for a root context's save (``writeToStores(_:policy:)``).
+    func didSaveIntoParent(_ batch: SaveBatch, merge: MergeResult = MergeResult()) -> ObjectChangeSets {
+        var batch = batch
+        for object in batch.inserted + batch.updated {
+            if merge.isEmpty {
+                object.didCommit(permanentID: nil, version: object.rowVersion)
+            } else if let merged = merge.merged[object.objectID] {
+                object.apply(merged)
+            } else if !merge.vanished.contains(object.objectID) {
+                object.didCommit(permanentID: nil, version: object.rowVersion)
+            }
+        }
+        if !merge.isEmpty { settle(merge, in: &batch) }
         for object in batch.deleted + batch.discarded { forget(object) }
         clearChanges()
+        refreshTouched(by: merge)
         for object in batch.inserted + batch.updated + batch.deleted { object.didSave() }
         return ObjectChangeSets(inserted: batch.inserted, updated: batch.updated, deleted: batch.deleted)
     }
@@ -174,17 +188,20 @@ extension ObjectGraph {
             forget(object)
         }
         clearChanges()
-        if !outcome.merge.touched.isEmpty {
-            // Stored relationships the merge changed to keep inverses consistent: read again.
-            for id in outcome.merge.touched {
-                guard let object = registeredObject(for: id), object.owner === self, !object.hasChanges else { continue }
-                try? refresh(object, mergeChanges: false)
-            }
-        }
+        refreshTouched(by: outcome.merge)
         for object in batch.inserted + batch.updated + batch.deleted { object.didSave() }
         var saved = ObjectChangeSets(inserted: batch.inserted, updated: batch.updated, deleted: batch.deleted)
         saved.queryGeneration = outcome.token
         return saved
+    }
+
+    /// Objects whose state the merge changed beyond what this context saved (to keep
+    /// inverses consistent) are read again.
+    private func refreshTouched(by merge: MergeResult) {
+        for id in merge.touched {
+            guard let object = registeredObject(for: id), object.owner === self, !object.hasChanges else { continue }
+            try? refresh(object, mergeChanges: false)
+        }
     }
 
     /// After a save whose conflicts the write settled: objects whose rows were deleted
@@ -210,7 +227,7 @@ extension ObjectGraph {
 
     /// `conflict` with this context's side filled in: the object's values, the values it
     /// read, and the properties changed on each side.
-    private func completed(_ conflict: MergeConflict) -> MergeConflict {
+    func completed(_ conflict: MergeConflict) -> MergeConflict {
         guard let object = registeredObject(for: conflict.objectID), object.owner === self else { return conflict }
         let entity = object.entity
         let cached = object.makeCommittedSnapshot()
@@ -257,8 +274,12 @@ extension ObjectGraph {
     /// ``acceptChildSave(_:)``): inserted objects whole, changed ones property by
     /// property with the values they were based on, deleted and checked ones with the
     /// state the child read them in.
-    func childSave(of batch: SaveBatch) -> ChildSave {
+    func childSave(of batch: SaveBatch, policy: MergePolicy = .error) -> ChildSave {
         var save = ChildSave()
+        save.policy = policy
+        if policy.merges {
+            for object in batch.updated { save.objectStates[object.objectID] = object.makeSnapshot() }
+        }
         for object in batch.inserted {
             save.inserted.append(object.makeSnapshot())
             if let store = assignedStore(of: object) { save.stores[object.objectID] = store }

@@ -60,7 +60,22 @@ struct RowMerge {
 
     /// The merge of `change` (what the saving side changed, with the values it read) made
     /// on `object` (its whole state), against `persisted`.
-    init(entity: EntityDescription, object: ObjectSnapshot, change: ObjectChange, persisted: ObjectSnapshot) {
+    ///
+    /// `canonical` maps the saving side's object IDs to the other side's (a child may name
+    /// an object by the temporary ID it had when the child read it).
+    init(
+        entity: EntityDescription, object: ObjectSnapshot, change: ObjectChange, persisted: ObjectSnapshot,
+        canonical: (ManagedObjectID) -> ManagedObjectID = { $0 }
+    ) {
+        func map(_ value: RelationshipSnapshot) -> RelationshipSnapshot {
+            switch value {
+            case .toOne(let id): .toOne(id.map(canonical))
+            case .toMany(let ids): .toMany(ids.map(canonical))
+            case .notLoaded: .notLoaded
+            }
+        }
+        var object = object
+        object.relationships = object.relationships.map(map)
         self.entity = entity
         self.object = object
         self.persisted = persisted
@@ -75,16 +90,18 @@ struct RowMerge {
         }
         var relationships = Set<Int>()
         for relationship in change.toOne + change.ordered where relationship.slot < cached.relationships.count {
-            cached.relationships[relationship.slot] = relationship.base
+            cached.relationships[relationship.slot] = map(relationship.base)
             relationships.insert(relationship.slot)
         }
         var members: [Int: (added: [ManagedObjectID], removed: [ManagedObjectID])] = [:]
         for change in change.members where change.slot < cached.relationships.count {
+            let added = change.added.map(canonical)
+            let removed = change.removed.map(canonical)
             if case .toMany(let now) = object.relationships[change.slot] {
-                let added = Set(change.added)
-                cached.relationships[change.slot] = .toMany(now.filter { !added.contains($0) } + change.removed)
+                let addedSet = Set(added)
+                cached.relationships[change.slot] = .toMany(now.filter { !addedSet.contains($0) } + removed)
             }
-            members[change.slot] = (change.added, change.removed)
+            members[change.slot] = (added, removed)
             relationships.insert(change.slot)
         }
         self.cached = cached
@@ -135,31 +152,60 @@ struct RowMerge {
             oldVersion: cached.version, newVersion: storedVersion, changedKeysInMemory: Set(names), changedKeysInStore: Set(theirs))
     }
 
+    /// The properties changed on both sides to different values: the ones a policy
+    /// decides. The object is in conflict only when there is one (rule 2).
+    var conflictingSlots: (attributes: Set<Int>, relationships: Set<Int>) {
+        let attributes = changedAttributes.intersection(storeChangedAttributes).filter { slot in
+            slot < object.attributes.count && object.attributes[slot] != persisted.attributes[slot]
+        }
+        let relationships = changedRelationships.intersection(storeChangedRelationships).filter { slot in
+            slot < object.relationships.count
+                && !Self.same(object.relationships[slot], persisted.relationships[slot], ordered: isOrderedOrToOne(slot))
+        }
+        return (attributes, relationships)
+    }
+
+    /// Whether some property changed on both sides to different values.
+    var isInConflict: Bool {
+        let slots = conflictingSlots
+        return !slots.attributes.isEmpty || !slots.relationships.isEmpty
+    }
+
     /// The merged state under `policy` (never ``MergePolicy/error``), at the persisted
     /// version: what the write stores (at the next version).
+    ///
+    /// A property changed on one side only keeps that side's value under every policy;
+    /// unordered to-many relationships changed on this side merge member by member
+    /// (the other side's members, with this side's additions and removals). When some
+    /// property changed on both sides, the object is in conflict and the policy decides:
+    /// the property trumps and a custom resolver property by property,
+    /// ``MergePolicy/overwrite`` with this side's whole state, ``MergePolicy/rollback``
+    /// with the other side's.
     ///
     /// - Throws: what a custom resolver throws; ``StrataError/typeMismatch(key:entity:expected:actual:)``
     ///   when it gives a value of the wrong kind.
     func merged(under policy: MergePolicy, conflict: MergeConflict) throws -> ObjectSnapshot {
         var result = persisted
-        switch policy {
-        case .error, .rollback:
-            return result
-        case .overwrite:
-            for slot in entity.storedAttributeSlots where slot < object.attributes.count { result.attributes[slot] = object.attributes[slot] }
-            for slot in entity.relationships.indices where slot < object.relationships.count {
-                if case .notLoaded = object.relationships[slot] { continue }
-                result.relationships[slot] = object.relationships[slot]
+        let conflicting = conflictingSlots
+        let inConflict = !conflicting.attributes.isEmpty || !conflicting.relationships.isEmpty
+        if inConflict {
+            switch policy {
+            case .error, .rollback:
+                return result
+            case .overwrite:
+                for slot in entity.storedAttributeSlots where slot < object.attributes.count { result.attributes[slot] = object.attributes[slot] }
+                for slot in entity.relationships.indices where slot < object.relationships.count {
+                    if case .notLoaded = object.relationships[slot] { continue }
+                    result.relationships[slot] = object.relationships[slot]
+                }
+                return result
+            case .mergeByPropertyObjectTrump, .mergeByPropertyStoreTrump, .custom:
+                break
             }
-            return result
-        case .mergeByPropertyObjectTrump, .mergeByPropertyStoreTrump, .custom:
-            break
         }
-        let theirsAttributes = storeChangedAttributes
-        let theirsRelationships = storeChangedRelationships
         for slot in changedAttributes where slot < object.attributes.count {
             let mine = object.attributes[slot]
-            guard theirsAttributes.contains(slot), mine != persisted.attributes[slot] else {
+            guard conflicting.attributes.contains(slot) else {
                 result.attributes[slot] = mine   // changed here only (or both to the same value)
                 continue
             }
@@ -180,18 +226,13 @@ struct RowMerge {
                     throw StrataError.typeMismatch(
                         key: attribute.name, entity: entity.name, expected: attribute.type.description, actual: "a relationship value (\(other))")
                 }
-            default: break   // the store's value
+            default: break   // the other side's value
             }
         }
         for slot in changedRelationships where slot < object.relationships.count {
             let relationship = entity.relationships[slot]
-            let wholeValue = isOrderedOrToOne(slot)
-            let both = theirsRelationships.contains(slot)
-                && !Self.same(object.relationships[slot], persisted.relationships[slot], ordered: wholeValue)
             let mine: RelationshipSnapshot
-            if wholeValue {
-                mine = object.relationships[slot]
-            } else if case .toMany(let stored) = persisted.relationships[slot], let change = members[slot] {
+            if !isOrderedOrToOne(slot), case .toMany(let stored) = persisted.relationships[slot], let change = members[slot] {
                 // Members merge: the other side's set with this side's additions and removals.
                 let removed = Set(change.removed)
                 var seen = Set<ManagedObjectID>()
@@ -199,7 +240,7 @@ struct RowMerge {
             } else {
                 mine = object.relationships[slot]
             }
-            guard both else {
+            guard conflicting.relationships.contains(slot) else {
                 result.relationships[slot] = mine
                 continue
             }
@@ -207,8 +248,8 @@ struct RowMerge {
             case .mergeByPropertyObjectTrump:
                 result.relationships[slot] = mine
             case .mergeByPropertyStoreTrump:
-                // Members still merge (a set has no conflicting values); a whole value is the store's.
-                if !wholeValue { result.relationships[slot] = mine }
+                // Members still merge (a set has no conflicting values); a whole value is the other side's.
+                if !isOrderedOrToOne(slot) { result.relationships[slot] = mine }
             case .custom(let resolver):
                 switch try resolver.decide(conflict, relationship.name) {
                 case .object: result.relationships[slot] = mine
