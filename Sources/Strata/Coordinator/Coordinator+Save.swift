@@ -270,6 +270,8 @@ extension PersistentStoreCoordinator {
         let merge: MergeResult?
         do {
             (keys, merge) = try writer.apply(save.rows, deleting: save.deleted, checking: save.checked, merging: save.merging)
+        } catch let StoreWriteError.constraintConflict(conflicts) {
+            throw StrataError.constraintConflicts(conflicts)
         } catch let StoreWriteError.conflict(conflicts) {
             throw StrataError.mergeConflicts(conflicts.map { conflict in
                 MergeConflict(

@@ -124,3 +124,41 @@ public struct MergeConflict: Sendable, Hashable, CustomStringConvertible {
         return text
     }
 }
+
+/// A save that would give two objects the values of one uniqueness constraint
+/// (``EntityDescription/uniquenessConstraints``; Core Data's `NSConstraintConflict`):
+/// objects the save inserts or changes claim values that a stored object holds, or that
+/// another object of the same save claims. ``MergePolicy/error`` fails the save listing
+/// every one (``StrataError/constraintConflicts(_:)``); the other policies settle it
+/// (<doc:MergePolicies>).
+public struct ConstraintConflict: Sendable, Hashable, CustomStringConvertible {
+    /// The entity that declares the constraint.
+    public let entityName: String
+    /// The constrained attributes.
+    public let constraint: [String]
+    /// The values claimed, by attribute name.
+    public let values: [String: AttributeValue]
+    /// The saving context's objects that claim them (temporary IDs for new objects).
+    public let objectIDs: [ManagedObjectID]
+    /// The stored object that holds them, or nil when only objects of the save claim them.
+    public let existingObjectID: ManagedObjectID?
+
+    /// A conflict on `constraint` of `entityName`.
+    public init(
+        entityName: String, constraint: [String], values: [String: AttributeValue], objectIDs: [ManagedObjectID],
+        existingObjectID: ManagedObjectID?
+    ) {
+        self.entityName = entityName
+        self.constraint = constraint
+        self.values = values
+        self.objectIDs = objectIDs
+        self.existingObjectID = existingObjectID
+    }
+
+    /// `Account[email] = "a@x": claimed by 2 object(s), held by x-strata://…/Account/p3`.
+    public var description: String {
+        let shown = constraint.map { "\(values[$0].map { "\($0)" } ?? "nil")" }.joined(separator: ", ")
+        return "\(entityName)[\(constraint.joined(separator: ", "))] = (\(shown)): claimed by \(objectIDs.count) object(s)"
+            + (existingObjectID.map { ", held by \($0)" } ?? " of the same save")
+    }
+}

@@ -56,6 +56,7 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
         case noStore(entity: String)
         case objectNotFound(ManagedObjectID)
         case mergeConflicts([MergeConflict])
+        case constraintConflicts([ConstraintConflict])
         case noCoordinator
         case readOnlyStore(String)
         case invalidContextConfiguration(String)
@@ -151,6 +152,12 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
         StrataError(.mergeConflicts(conflicts))
     }
 
+    /// A save would give two objects the values of one uniqueness constraint
+    /// (``EntityDescription/uniquenessConstraints``): every conflict, nothing written.
+    public static func constraintConflicts(_ conflicts: [ConstraintConflict]) -> StrataError {
+        StrataError(.constraintConflicts(conflicts))
+    }
+
     /// The operation needs a coordinator, and the context has none.
     public static let noCoordinator = StrataError(.noCoordinator)
 
@@ -195,7 +202,7 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
             case unknownEntity, unknownKey, typeMismatch, validation, modelMismatch, incompatibleStore
             case corruptStore, inaccessibleFault, corruptRecord, invalidObjectState, storage
-            case unknownConfiguration, noStore, objectNotFound, mergeConflicts, noCoordinator
+            case unknownConfiguration, noStore, objectNotFound, mergeConflicts, constraintConflicts, noCoordinator
             case readOnlyStore, invalidContextConfiguration, wouldDeadlock
             case queryGenerationUnavailable, queryGenerationExpired
         }
@@ -234,6 +241,8 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let objectNotFound = Code(.objectNotFound)
         /// ``StrataError/mergeConflicts(_:)``.
         public static let mergeConflicts = Code(.mergeConflicts)
+        /// ``StrataError/constraintConflicts(_:)``.
+        public static let constraintConflicts = Code(.constraintConflicts)
         /// ``StrataError/noCoordinator``.
         public static let noCoordinator = Code(.noCoordinator)
         /// ``StrataError/readOnlyStore(_:)``.
@@ -275,6 +284,7 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
         case .noStore: .noStore
         case .objectNotFound: .objectNotFound
         case .mergeConflicts: .mergeConflicts
+        case .constraintConflicts: .constraintConflicts
         case .noCoordinator: .noCoordinator
         case .readOnlyStore: .readOnlyStore
         case .invalidContextConfiguration: .invalidContextConfiguration
@@ -331,6 +341,11 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
     /// Every conflicting object, for ``Code/mergeConflicts``; empty for other kinds.
     public var conflicts: [MergeConflict] {
         if case .mergeConflicts(let conflicts) = base { conflicts } else { [] }
+    }
+
+    /// Every uniqueness conflict, for ``Code/constraintConflicts``; empty for other kinds.
+    public var constraintConflicts: [ConstraintConflict] {
+        if case .constraintConflicts(let conflicts) = base { conflicts } else { [] }
     }
 
     /// The LMDB failure, for ``Code/storage``; nil for other kinds.
@@ -448,6 +463,9 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
             "the object \(id) exists neither in the context nor in its store"
         case .mergeConflicts(let conflicts):
             "the save conflicts with changes saved elsewhere (\(conflicts.count) object(s)); nothing was written:\n"
+                + conflicts.map { "- \($0)" }.joined(separator: "\n")
+        case .constraintConflicts(let conflicts):
+            "the save breaks \(conflicts.count) uniqueness constraint(s); nothing was written:\n"
                 + conflicts.map { "- \($0)" }.joined(separator: "\n")
         case .noCoordinator:
             "the context has no persistent store coordinator"

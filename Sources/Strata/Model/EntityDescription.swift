@@ -22,6 +22,22 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
     public let declaredAttributes: [AttributeDescription]
     /// The relationships this entity declares itself, in declaration order.
     public let declaredRelationships: [RelationshipDescription]
+    /// The uniqueness constraints this entity declares itself: each a list of attribute
+    /// names whose values together may appear in one object only (see
+    /// ``uniquenessConstraints``).
+    public let declaredUniquenessConstraints: [[String]]
+    /// Every uniqueness constraint of the entity, inherited ones first: each a list of
+    /// attribute names (one for a single-attribute constraint) whose values, together,
+    /// no two saved objects of the entity, or of the entity that declares the
+    /// constraint and its sub-entities, may share. The store enforces each with a unique
+    /// index; an object with a nil in a constrained attribute is not constrained by that
+    /// constraint. A save that breaks one conflicts (``StrataError/constraintConflicts(_:)``),
+    /// unless its merge policy settles it (<doc:MergePolicies>). Part of the model's
+    /// ``ManagedObjectModel/versionHash``.
+    public let uniquenessConstraints: [[String]]
+    /// The entity that declares each of ``uniquenessConstraints`` (this one or an ancestor):
+    /// the one whose objects, with its sub-entities', share the constraint's index.
+    let uniquenessConstraintOwners: [String]
 
     /// Every attribute, inherited ones first, in declaration order.
     public let attributes: [AttributeDescription]
@@ -56,15 +72,20 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
     let skipsPropertyValidation: Bool
 
     /// Describes an entity by its own properties.
+    ///
+    /// `uniquenessConstraints` lists the entity's own uniqueness constraints: each a list
+    /// of attribute names (see ``uniquenessConstraints``).
     public convenience init(
         name: String, superentityName: String? = nil, isAbstract: Bool = false,
         managedObjectClass: ManagedObject.Type = ManagedObject.self,
-        attributes: [AttributeDescription] = [], relationships: [RelationshipDescription] = []
+        attributes: [AttributeDescription] = [], relationships: [RelationshipDescription] = [],
+        uniquenessConstraints: [[String]] = []
     ) {
         self.init(
             name: name, superentityName: superentityName, isAbstract: isAbstract,
             managedObjectClass: managedObjectClass, declaredAttributes: attributes,
-            declaredRelationships: relationships, declarationSites: [:], ancestors: [], subentityNames: [])
+            declaredRelationships: relationships, declaredUniquenessConstraints: uniquenessConstraints,
+            declarationSites: [:], ancestors: [], subentityNames: [])
     }
 
     /// The resolved description the model builds, with inherited properties.
@@ -72,13 +93,14 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
         self.init(
             name: entity.name, superentityName: entity.superentityName, isAbstract: entity.isAbstract,
             managedObjectClass: entity.managedObjectClass, declaredAttributes: entity.declaredAttributes,
-            declaredRelationships: entity.declaredRelationships, declarationSites: entity.declarationSites,
-            ancestors: ancestors, subentityNames: subentityNames)
+            declaredRelationships: entity.declaredRelationships, declaredUniquenessConstraints: entity.declaredUniquenessConstraints,
+            declarationSites: entity.declarationSites, ancestors: ancestors, subentityNames: subentityNames)
     }
 
     init(
         name: String, superentityName: String?, isAbstract: Bool, managedObjectClass: ManagedObject.Type,
         declaredAttributes: [AttributeDescription], declaredRelationships: [RelationshipDescription],
+        declaredUniquenessConstraints: [[String]] = [],
         declarationSites: [DeclarationSite: String], ancestors: [EntityDescription], subentityNames: [String]
     ) {
         self.name = name
@@ -87,6 +109,21 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
         self.managedObjectClass = managedObjectClass
         self.declaredAttributes = declaredAttributes
         self.declaredRelationships = declaredRelationships
+        self.declaredUniquenessConstraints = declaredUniquenessConstraints
+        var constraints: [[String]] = []
+        var owners: [String] = []
+        for source in ancestors.reversed() {
+            for constraint in source.declaredUniquenessConstraints where !constraints.contains(constraint) {
+                constraints.append(constraint)
+                owners.append(source.name)
+            }
+        }
+        for constraint in declaredUniquenessConstraints where !constraints.contains(constraint) {
+            constraints.append(constraint)
+            owners.append(name)
+        }
+        uniquenessConstraints = constraints
+        uniquenessConstraintOwners = owners
         var attributes: [AttributeDescription] = []
         var relationships: [RelationshipDescription] = []
         var attributeSlots: [String: Int] = [:]

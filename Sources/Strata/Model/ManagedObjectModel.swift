@@ -184,6 +184,25 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
         for relationship in entity.declaredRelationships {
             problems += check(relationship, of: entity, in: entities)
         }
+        let resolved = entities[entity.name]
+        var seen: Set<[String]> = []
+        for constraint in entity.declaredUniquenessConstraints {
+            func bad(_ reason: String) {
+                problems.append(.invalidUniquenessConstraint(entity: entity.name, constraint: constraint, reason: reason))
+            }
+            if constraint.isEmpty { bad("it names no attribute") }
+            if Set(constraint).count != constraint.count { bad("it names an attribute twice") }
+            if !seen.insert(constraint).inserted { bad("it is declared twice") }
+            for name in constraint {
+                guard let attribute = resolved?.attribute(named: name) else {
+                    bad(resolved?.relationship(named: name) != nil
+                        ? "'\(name)' is a relationship; constraints hold attributes only" : "the entity has no attribute '\(name)'")
+                    continue
+                }
+                if attribute.isTransient { bad("'\(name)' is transient: it is not stored") }
+                if attribute.type.indexKeyKind == nil { bad("a \(attribute.type) attribute ('\(name)') cannot be indexed") }
+            }
+        }
         return problems
     }
 
@@ -268,6 +287,10 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
             for relationship in entity.declaredRelationships.sorted(by: { $0.name < $1.name }) {
                 text += "  relationship \(relationship.name) -> \(relationship.destinationEntityName).\(relationship.inverseName)"
                 text += " toMany=\(relationship.isToMany) ordered=\(relationship.isOrdered)\n"
+            }
+            // Only when there are some, so that models without constraints keep their hash.
+            for constraint in entity.declaredUniquenessConstraints.map({ $0.joined(separator: ",") }).sorted() {
+                text += "  unique \(constraint)\n"
             }
         }
         var digest: UInt64 = 0xCBF2_9CE4_8422_2325

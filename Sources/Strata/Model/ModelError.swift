@@ -30,6 +30,9 @@ public struct ModelError: Error, Sendable, Hashable, CustomStringConvertible {
         case unknownConfigurationEntity(configuration: String, entity: String)
         /// A relationship of an entity in a configuration leads to an entity outside it.
         case relationshipLeavesConfiguration(configuration: String, entity: String, relationship: String)
+        /// A uniqueness constraint that names no attribute, an unknown or transient one, a
+        /// relationship, or an attribute whose type cannot be indexed.
+        case invalidUniquenessConstraint(entity: String, constraint: [String], reason: String)
 
         /// One line describing the problem.
         public var description: String {
@@ -49,6 +52,8 @@ public struct ModelError: Error, Sendable, Hashable, CustomStringConvertible {
             case .unknownConfigurationEntity(let configuration, let entity): "configuration '\(configuration)': entity '\(entity)' does not exist"
             case .relationshipLeavesConfiguration(let configuration, let entity, let relationship):
                 "configuration '\(configuration)': \(entity).\(relationship) leads outside the configuration (a store holds whole object graphs)"
+            case .invalidUniquenessConstraint(let entity, let constraint, let reason):
+                "\(entity): uniqueness constraint [\(constraint.joined(separator: ", "))]: \(reason)"
             }
         }
     }

@@ -338,6 +338,7 @@ final class ClassEntityRegistry: Sendable {
             name: type.entityName, superentityName: superclass?.entityName,
             isAbstract: type.isAbstractEntity && !(superclass?.isAbstractEntity ?? false),
             managedObjectClass: type, declaredAttributes: attributes, declaredRelationships: relationships,
+            declaredUniquenessConstraints: type.uniquenessConstraints.filter { !(superclass?.uniquenessConstraints ?? []).contains($0) },
             declarationSites: sites, ancestors: [], subentityNames: [])
         return ClassDescription(
             declared: declared, entity: EntityDescription(resolving: declared, ancestors: ancestors, subentityNames: []),

@@ -286,6 +286,23 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// such a model with ``EntityDescription``s.)
     open class var isAbstractEntity: Bool { false }
 
+    /// The uniqueness constraints of the entity a subclass derives: each a list of
+    /// attribute (property) names whose values together no two saved objects may share
+    /// (``EntityDescription/uniquenessConstraints``). None unless overridden.
+    ///
+    /// ```swift
+    /// final class Account: ManagedObject {
+    ///     override class var uniquenessConstraints: [[String]] { [["email"], ["region", "handle"]] }
+    ///     @Attribute var email: String = ""
+    ///     @Attribute var region: String = ""
+    ///     @Attribute var handle: String = ""
+    /// }
+    /// ```
+    ///
+    /// A subclass inherits the override; its entity declares only the constraints its
+    /// superclass's does not (those it inherits from the superentity).
+    open class var uniquenessConstraints: [[String]] { [] }
+
     // MARK: State
 
     /// Whether the object was inserted into its context and not saved yet.

@@ -148,7 +148,8 @@ enum RowEncoder {
         if storage.hasRelationships {
             row.objectID = source.rowObjectID
             row.relationships = source.rowRelationships()
-        } else if carriesID {
+        } else if carriesID || !storage.constraints.isEmpty {
+            // A constrained row names its object in a constraint conflict.
             row.objectID = source.rowObjectID
         }
         rows.rows.append(row)

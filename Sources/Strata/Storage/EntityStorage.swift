@@ -15,6 +15,8 @@ final class EntityStorage: Sendable {
     let attributes: [StoredAttribute]
     /// By relationship slot.
     let relationships: [StoredRelationship]
+    /// The uniqueness constraints, each with its unique index (none for an abstract entity).
+    let constraints: [StoredConstraint]
     /// What each field number of a row holds.
     let fields: [UInt32: Field]
     /// ``fields`` as an array indexed by field number (field numbers are small: the
@@ -77,6 +79,20 @@ final class EntityStorage: Sendable {
                 description: relationship, inverseIsToMany: inverse?.isToMany ?? false, field: field, links: links))
             relationshipSlots[relationship.name] = slot
         }
+        var constraints: [StoredConstraint] = []
+        if concrete {
+            for (constraint, owner) in zip(entity.uniquenessConstraints, entity.uniquenessConstraintOwners) {
+                let slots = constraint.compactMap { attributeSlots[$0] }
+                let fields = slots.compactMap { attributes[$0].field }
+                let kinds = slots.compactMap { attributes[$0].indexKind }
+                // The model checked that each is a stored, indexable attribute.
+                guard slots.count == constraint.count, fields.count == slots.count, kinds.count == slots.count else { continue }
+                constraints.append(StoredConstraint(
+                    attributes: constraint, slots: slots, fields: fields, kinds: kinds,
+                    database: try opener.open(StoreLayout.uniqueDatabase(entity: owner, attributes: constraint)), owner: owner))
+            }
+        }
+        self.constraints = constraints
         self.attributes = attributes
         self.relationships = relationships
         self.fields = fields

@@ -37,12 +37,16 @@ enum StoreWriteError: Error, Sendable, Hashable, CustomStringConvertible {
     /// Rows changed or vanished since the snapshots were read: every conflict found
     /// (all of a batch with ``StoreWriter/apply(_:)``).
     case conflict([StoreConflict])
+    /// The save breaks uniqueness constraints: every conflict.
+    case constraintConflict([ConstraintConflict])
 
     /// One line per conflict.
     var description: String {
         switch self {
         case .conflict(let conflicts):
             "the store changed under \(conflicts.count) object(s):\n" + conflicts.map { "- \($0)" }.joined(separator: "\n")
+        case .constraintConflict(let conflicts):
+            "the save breaks \(conflicts.count) uniqueness constraint(s):\n" + conflicts.map { "- \($0)" }.joined(separator: "\n")
         }
     }
 }

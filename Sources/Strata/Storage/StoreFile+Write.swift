@@ -219,7 +219,7 @@ struct StoreWriter: ~Copyable {
         let (storage, key) = try store.row(of: snapshot.objectID)
         var rows = EncodedRows()
         try RowEncoder.append(snapshot, storage: storage, key: key.rawValue, baseVersion: 0, carriesID: true, to: &rows)
-        _ = try write(rows)
+        _ = try writeChecked(rows, deleting: [])
         return 1
     }
 
@@ -267,6 +267,12 @@ struct StoreWriter: ~Copyable {
             guard let stored, let rows = storage.rows else { return false }
             try reader.transaction.pointee.delete(forKey: key.encoded, in: rows)
             try updateIndexes(storage: storage, key: key, old: stored, new: nil)
+            let reference = RowReference(entityNumber: storage.number, primaryKey: key).encoded
+            for constraint in storage.constraints {
+                guard let entry = constraint.key(of: stored) else { continue }
+                let holder = try reader.transaction.pointee.withValue(forKey: entry, in: constraint.database) { $0.map(Array.init) }
+                if holder == reference { try reader.transaction.pointee.delete(forKey: entry, in: constraint.database) }
+            }
             try deleteRelationships(storage: storage, key: key, stored: stored)
             return true
         }
@@ -353,13 +359,7 @@ struct StoreWriter: ~Copyable {
             }
         }
         if rowConflicts.isEmpty && deletionConflicts.isEmpty && checkConflicts.isEmpty {
-            // The first row written is where `mid-write` crashes (CrashPoint).
-            var midWrite: CrashPoint? = .midWrite
-            for deletion in deleted {
-                try delete(deletion.objectID, expectedVersion: deletion.expectedVersion)
-                midWrite?.reach(); midWrite = nil
-            }
-            return (try write(rows, reachingMidWrite: midWrite != nil), nil)
+            return (try writeChecked(rows, deleting: deleted), nil)
         }
         if let merging, merging.policy.merges, checkConflicts.isEmpty {
             let (keys, result) = try merge(
@@ -386,6 +386,27 @@ struct StoreWriter: ~Copyable {
             conflicts.append(conflict)
         }
         throw StoreWriteError.conflict(conflicts)
+    }
+
+    /// Deletes `deleted` and writes `rows` (their versions checked already), keeping the
+    /// unique indexes: the save's uniqueness constraints are checked first.
+    ///
+    /// - Returns: the primary key of each row.
+    /// - Throws: ``StoreWriteError/constraintConflict(_:)`` with every constraint the save
+    ///   breaks, before anything is written; the errors of ``write(_:)`` and
+    ///   ``delete(_:expectedVersion:)``.
+    mutating func writeChecked(_ rows: EncodedRows, deleting deleted: [StoreChanges.Deletion]) throws -> [UInt64] {
+        let unique = try uniqueChanges(rows, deleting: deleted)
+        guard unique.conflicts.isEmpty else { throw StoreWriteError.constraintConflict(unique.conflicts) }
+        // The first row written is where `mid-write` crashes (CrashPoint).
+        var midWrite: CrashPoint? = .midWrite
+        for deletion in deleted {
+            try delete(deletion.objectID, expectedVersion: deletion.expectedVersion)
+            midWrite?.reach(); midWrite = nil
+        }
+        let keys = try write(rows, reachingMidWrite: midWrite != nil)
+        try applyUniqueChanges(unique, rows: rows, keys: keys)
+        return keys
     }
 
     /// Writes `rows`: new rows get their entity's next primary key (when they have none)

@@ -187,7 +187,7 @@ final class StoreFile: Sendable {
         model.entities.filter { !$0.isAbstract }.reduce(2) { count, entity in
             count + 1 + entity.attributes.filter { $0.isIndexed && !$0.isTransient }.count
                 + entity.relationships.filter(\.isToMany).count
-        }
+        } + model.entities.reduce(0) { $0 + $1.declaredUniquenessConstraints.count }
     }
 
     /// The metadata of the store in `environment`, or nil when it holds no store yet.

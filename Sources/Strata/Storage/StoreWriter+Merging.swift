@@ -187,12 +187,7 @@ extension StoreWriter {
             work.touched.insert(id)
         }
 
-        var midWrite: CrashPoint? = .midWrite
-        for deletion in keptDeletions {
-            try delete(deletion.objectID, expectedVersion: deletion.expectedVersion)
-            midWrite?.reach(); midWrite = nil
-        }
-        let writtenKeys = try write(written, reachingMidWrite: midWrite != nil)
+        let writtenKeys = try writeChecked(written, deleting: keptDeletions)
         let keys = rows.rows.indices.map { index in position[index].map { writtenKeys[$0] } ?? rows.rows[index].key }
 
         for merged in work.resolved.values {

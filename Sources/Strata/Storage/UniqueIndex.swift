@@ -1,0 +1,60 @@
+import Foundation
+import StrataLMDB
+
+/// One uniqueness constraint as a store keeps it (``EntityDescription/uniquenessConstraints``):
+/// a unique index, shared by the entity that declares the constraint and its sub-entities,
+/// from the constrained values to the one row that holds them.
+///
+/// An entry's key is the order-preserving encoding of each constrained value
+/// (``IndexKeyEncoding``, self-delimiting, so the parts never run together), its value the
+/// row's ``RowReference``. A row with a nil among its constrained values has no entry: it
+/// is not constrained. A key longer than LMDB allows ends with a 64-bit digest of the
+/// whole; two different values with the same shortened key are told apart by reading the
+/// row the entry names (``StoreWriter``).
+struct StoredConstraint: Sendable {
+    /// The constrained attributes' names, as declared.
+    let attributes: [String]
+    /// Their slots in the entity.
+    let slots: [Int]
+    /// Their field numbers in records.
+    let fields: [UInt32]
+    /// Their index key kinds.
+    let kinds: [IndexKeyKind]
+    /// The unique index.
+    let database: Database
+    /// The entity that declares the constraint.
+    let owner: String
+
+    /// The longest key LMDB takes by default.
+    static let maximumKeyLength = 511
+
+    /// The index key of the values `value(slot)` gives, or nil when one is nil (or not of
+    /// its attribute's kind: the write refuses such a value anyway).
+    func key(_ value: (Int) -> AttributeValue?) -> [UInt8]? {
+        var bytes: [UInt8] = []
+        for (slot, kind) in zip(slots, kinds) {
+            guard let part = value(slot), IndexKeyEncoding.append(part, as: kind, to: &bytes) else { return nil }
+        }
+        guard bytes.count > Self.maximumKeyLength else { return bytes }
+        var digest: UInt64 = 0xCBF2_9CE4_8422_2325
+        for byte in bytes {
+            digest ^= UInt64(byte)
+            digest = digest &* 0x0000_0100_0000_01B3
+        }
+        return Array(bytes.prefix(Self.maximumKeyLength - 8)) + withUnsafeBytes(of: digest.bigEndian) { Array($0) }
+    }
+
+    /// The key of a stored record's values.
+    func key(of record: Record) -> [UInt8]? {
+        var values: [Int: AttributeValue] = [:]
+        for (slot, field) in zip(slots, fields) { values[slot] = record.fields[field] }
+        return key { values[$0] }
+    }
+}
+
+extension StoreLayout {
+    /// The unique index of the constraint on `attributes` that `entity` declares.
+    static func uniqueDatabase(entity: String, attributes: [String]) -> String {
+        "unique:\(entity).\(attributes.joined(separator: "+"))"
+    }
+}
