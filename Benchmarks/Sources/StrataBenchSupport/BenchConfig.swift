@@ -18,8 +18,15 @@ public struct BenchConfig: Sendable {
     public var objectsPerSave = [1, 10]
     /// Scenario 4: objects each context owns (registered, retained) and updates in turn.
     public var objectsPerContext = 100
-    /// Scenario 4: the measured window of each configuration.
+    /// Scenario 4: the measured window of each configuration (the hot spot's too).
     public var contentionSeconds = 2.0
+    /// Scenario 4, hot spot: how many contexts (threads, writers) update the hot objects
+    /// at once (at most ``HotSpot/maxWriters``).
+    public var hotSpotContexts = 8
+    /// Scenario 4, hot spot: the objects every context updates.
+    public var hotSpotObjects = 16
+    /// Scenario 4, hot spot: hot objects changed per save (picked at random).
+    public var hotSpotObjectsPerSave = 2
     /// Scenario 5: reader contexts (threads).
     public var readers = 2
     /// Scenario 5: the measured window of each reader configuration.
@@ -54,23 +61,26 @@ public struct BenchConfig: Sendable {
         return config
     }
 
-    /// The scenarios, by number and name; `--only` matches either.
+    /// The scenarios, by number and name; `--only` matches either. Scenario 4 has two
+    /// parts: `--only 4` or `--only contention` runs both, `--only hot` the hot spot alone.
     public static let scenarios: [(number: Int, name: String)] = [
         (1, "bulk import"),
         (2, "fetch all"),
         (3, "indexed query"),
         (4, "write contention"),
+        (4, "write contention, hot spot"),
         (5, "readers under a writer"),
         (6, "parent-child"),
     ]
 
-    /// Whether scenario `number` runs.
-    public func runs(_ number: Int) -> Bool {
+    /// Whether scenario `number` runs: its part called `name`, or any of its parts when
+    /// `name` is nil.
+    public func runs(_ number: Int, _ name: String? = nil) -> Bool {
         guard !only.isEmpty else { return true }
-        let name = Self.scenarios.first { $0.number == number }?.name ?? ""
+        let names = name.map { [$0] } ?? Self.scenarios.filter { $0.number == number }.map(\.name)
         return only.contains { filter in
             let filter = filter.lowercased()
-            return filter == String(number) || name.contains(filter) || "\(number) \(name)".contains(filter)
+            return filter == String(number) || names.contains { $0.contains(filter) || "\(number) \($0)".contains(filter) }
         }
     }
 }

@@ -29,7 +29,8 @@ public final class BenchRun {
         if config.runs(1) { try runBulkImport() }
         if config.runs(2) { try runFetchAll() }
         if config.runs(3) { try runIndexedQueries() }
-        if config.runs(4) { try runContention() }
+        if config.runs(4, "write contention") { try runContention() }
+        if config.runs(4, "write contention, hot spot") { try runHotSpot() }
         if config.runs(5) { try runReaders() }
         if config.runs(6) { try runParentChild() }
         populated = nil

@@ -152,3 +152,83 @@ extension BenchRecord: FetchableRecord {
             created: Date(timeIntervalSince1970: row[4]))
     }
 }
+
+// MARK: Hot spot (scenario 4)
+
+/// A hot row as a GRDB writer reads it before its optimistic update.
+public struct GRDBHotRow: Sendable {
+    /// The row's primary key.
+    public var id: Int64
+    /// The counter read.
+    public var counter: Int64
+    /// The reading writer's tally read.
+    public var tally: Int64
+    /// The version read: the update applies only while the row still has it.
+    public var version: Int64
+}
+
+extension GRDBStore {
+    /// Creates table `hot(id INTEGER PRIMARY KEY, counter, note, tally0 ... tally7,
+    /// version)` with `count` rows (ids 1...count, everything else 0): the hot spot's
+    /// objects, with the version column optimistic locking needs.
+    public func createHotSpot(rows count: Int) throws {
+        let tallies = (0..<HotSpot.maxWriters).map { "tally\($0) INTEGER NOT NULL DEFAULT 0" }.joined(separator: ", ")
+        try pool.write { db in
+            try db.execute(sql: """
+                CREATE TABLE hot (
+                    id INTEGER PRIMARY KEY, counter INTEGER NOT NULL DEFAULT 0, note TEXT NOT NULL DEFAULT '',
+                    \(tallies), version INTEGER NOT NULL DEFAULT 0)
+                """)
+            for id in 1...Int64(count) { try db.execute(sql: "INSERT INTO hot (id) VALUES (?)", arguments: [id]) }
+        }
+    }
+
+    /// The rows `ids` as writer `writer` reads them (its tally), in one `read`.
+    public func hotRows(_ ids: [Int64], writer: Int) throws -> [GRDBHotRow] {
+        try pool.read { db in
+            let statement = try db.cachedStatement(sql: "SELECT counter, tally\(writer), version FROM hot WHERE id = ?")
+            return try ids.map { id in
+                guard let row = try Row.fetchOne(statement, arguments: [id]) else { throw BenchFailure("GRDB: hot row \(id) is missing") }
+                return GRDBHotRow(id: id, counter: row[0], tally: row[1], version: row[2])
+            }
+        }
+    }
+
+    /// Writes `rows` back, each with its counter and writer `writer`'s tally plus 1,
+    /// `note` and the next version, in one `write`: `UPDATE ... WHERE id = ? AND version
+    /// = ?` (optimistic locking). Returns false, having written nothing, when a row's
+    /// version changed since it was read.
+    public func hotUpdate(_ rows: [GRDBHotRow], writer: Int, note: String) throws -> Bool {
+        do {
+            try pool.write { db in
+                let statement = try db.cachedStatement(sql: """
+                    UPDATE hot SET counter = ?, tally\(writer) = ?, note = ?, version = ? WHERE id = ? AND version = ?
+                    """)
+                for row in rows {
+                    try statement.execute(arguments: [row.counter + 1, row.tally + 1, note, row.version + 1, row.id, row.version])
+                    if db.changesCount == 0 { throw StaleRow() }
+                }
+            }
+            return true
+        } catch is StaleRow {
+            return false
+        }
+    }
+
+    /// Thrown inside a `write` to roll it back: a row changed since it was read.
+    private struct StaleRow: Error {}
+
+    /// The hot rows' totals.
+    public func hotTotals() throws -> HotSpot.Totals {
+        let tallies = (0..<HotSpot.maxWriters).map { "COALESCE(SUM(tally\($0)), 0)" }.joined(separator: ", ")
+        return try pool.read { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT COUNT(*), COALESCE(SUM(counter), 0), \(tallies) FROM hot") else {
+                throw BenchFailure("GRDB: no hot totals")
+            }
+            var totals = HotSpot.Totals(rows: row[0])
+            totals.counter = row[1]
+            for writer in 0..<HotSpot.maxWriters { totals.tallies[writer] = row[2 + writer] }
+            return totals
+        }
+    }
+}

@@ -279,6 +279,94 @@ public final class RawStore: @unchecked Sendable {
     }
 }
 
+// MARK: Hot spot (scenario 4)
+
+extension RawStore {
+    /// A hot row's fixed fields: counter, version, then one tally per writer, each 8 bytes
+    /// little-endian; the note's UTF-8 bytes follow. A hot-spot store holds nothing else
+    /// in its `items` database (ids 1...n) and nothing in its index.
+    private static let hotFields = 2 + HotSpot.maxWriters
+
+    /// The fields of the hot row `id` in `txn`.
+    private func hotFields(_ id: Int64, in txn: OpaquePointer) throws -> [Int64] {
+        var key = Self.idKey(id)
+        return try withUnsafeMutableBytes(of: &key) { keyBytes in
+            var k = MDB_val(mv_size: 8, mv_data: keyBytes.baseAddress)
+            var v = MDB_val()
+            try Self.check(mdb_get(txn, rows, &k, &v), "mdb_get hot row \(id)")
+            guard v.mv_size >= Self.hotFields * 8 else { throw BenchFailure("raw: hot row \(id) is \(v.mv_size) bytes") }
+            let bytes = UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size)
+            return (0..<Self.hotFields).map { Int64(littleEndian: bytes.loadUnaligned(fromByteOffset: $0 * 8, as: Int64.self)) }
+        }
+    }
+
+    /// Puts the hot row `id` with `fields` and `note` in `txn`.
+    private func putHot(_ id: Int64, fields: [Int64], note: String, buffer: inout [UInt8], in txn: OpaquePointer) throws {
+        buffer.removeAll(keepingCapacity: true)
+        for field in fields { withUnsafeBytes(of: field.littleEndian) { buffer.append(contentsOf: $0) } }
+        buffer.append(contentsOf: note.utf8)
+        var key = Self.idKey(id)
+        try withUnsafeMutableBytes(of: &key) { keyBytes in
+            try buffer.withUnsafeMutableBytes { valueBytes in
+                var k = MDB_val(mv_size: 8, mv_data: keyBytes.baseAddress)
+                var v = MDB_val(mv_size: valueBytes.count, mv_data: valueBytes.baseAddress)
+                try Self.check(mdb_put(txn, rows, &k, &v, 0), "mdb_put hot row")
+            }
+        }
+    }
+
+    /// Inserts `count` hot rows (ids 1...count, every field 0, an empty note) in one
+    /// write transaction.
+    public func insertHotRows(_ count: Int) throws {
+        try write { txn in
+            var buffer: [UInt8] = []
+            for id in 1...Int64(count) {
+                try putHot(id, fields: Array(repeating: 0, count: Self.hotFields), note: "", buffer: &buffer, in: txn)
+            }
+        }
+    }
+
+    /// One update of the hot spot by writer `writer`, read, changed and written back in
+    /// one write transaction (which cannot conflict: LMDB runs one writer at a time):
+    /// each row of `ids` gets its counter, its version and the writer's tally plus 1, and
+    /// `note`.
+    public func hotUpdate(ids: [Int64], writer: Int, note: String) throws {
+        try write { txn in
+            var buffer: [UInt8] = []
+            buffer.reserveCapacity(Self.hotFields * 8 + 32)
+            for id in ids {
+                var fields = try hotFields(id, in: txn)
+                fields[0] += 1
+                fields[1] += 1
+                fields[2 + writer] += 1
+                try putHot(id, fields: fields, note: note, buffer: &buffer, in: txn)
+            }
+        }
+    }
+
+    /// The hot rows' totals.
+    public func hotTotals() throws -> HotSpot.Totals {
+        try read { txn in
+            var cursor: OpaquePointer?
+            try Self.check(mdb_cursor_open(txn, rows, &cursor), "mdb_cursor_open")
+            defer { mdb_cursor_close(cursor) }
+            var totals = HotSpot.Totals(rows: 0)
+            var k = MDB_val(), v = MDB_val()
+            var rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST)
+            while rc == MDB_SUCCESS {
+                let id = Int64(bitPattern: UInt64(bigEndian: k.mv_data.loadUnaligned(as: UInt64.self)))
+                let fields = try hotFields(id, in: txn)
+                totals.rows += 1
+                totals.counter += fields[0]
+                for writer in 0..<HotSpot.maxWriters { totals.tallies[writer] += fields[2 + writer] }
+                rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)
+            }
+            if rc != MDB_NOTFOUND { try Self.check(rc, "mdb_cursor_get") }
+            return totals
+        }
+    }
+}
+
 /// A long-lived LMDB read transaction (the raw twin of a pinned query generation); used
 /// by one thread at a time.
 public final class RawSnapshot {

@@ -42,8 +42,11 @@ public final class StrataStore: Sendable {
 
     /// Opens (or creates) the store in the directory `path` with `durability`
     /// (`.sync`: every commit flushed; `.noSync`: none), a 4 GiB map (so no measurement
-    /// grows it) and Strata's other defaults.
-    public static func open(at path: String, durability: PersistentStore.Options.Durability) async throws -> StrataStore {
+    /// grows it) and Strata's other defaults, for `model` (the benchmark entity ``Item``,
+    /// or the hot spot's ``HotObject``).
+    public static func open(
+        at path: String, durability: PersistentStore.Options.Durability, model: ManagedObjectModel = StrataStore.model
+    ) async throws -> StrataStore {
         let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
         var options = PersistentStore.Options()
         options.mapSize = StoreSettings.mapSize
@@ -191,3 +194,120 @@ public enum StrataWork {
 }
 
 extension Item: RankedRow {}
+
+// MARK: Hot spot (scenario 4)
+
+/// The entity of scenario 4's hot spot (``HotSpot/strataModel``): a few objects every
+/// context updates.
+///
+/// Every save of a hot object adds 1 to its ``counter`` (the property every writer
+/// changes, so the one a merge policy decides) and sets its ``note``; writer `i` also adds
+/// 1 to its own tally (`tally0` to `tally7`), a property no other writer changes, so that
+/// a merge by property must keep every increment of it.
+public final class HotObject: ManagedObject {
+    /// Which hot object this is: 0, 1, 2, ...
+    @Attribute public var slot: Int64 = 0
+    /// Every save of the object adds 1 (read, then written back plus 1).
+    @Attribute public var counter: Int64 = 0
+    /// Who saved the object last, and that writer's update number.
+    @Attribute public var note: String = ""
+    /// Writer 0's saves of this object.
+    @Attribute public var tally0: Int64 = 0
+    /// Writer 1's saves of this object.
+    @Attribute public var tally1: Int64 = 0
+    /// Writer 2's saves of this object.
+    @Attribute public var tally2: Int64 = 0
+    /// Writer 3's saves of this object.
+    @Attribute public var tally3: Int64 = 0
+    /// Writer 4's saves of this object.
+    @Attribute public var tally4: Int64 = 0
+    /// Writer 5's saves of this object.
+    @Attribute public var tally5: Int64 = 0
+    /// Writer 6's saves of this object.
+    @Attribute public var tally6: Int64 = 0
+    /// Writer 7's saves of this object.
+    @Attribute public var tally7: Int64 = 0
+
+    /// Writer `writer`'s tally (0 ..< ``HotSpot/maxWriters``).
+    public func tally(_ writer: Int) -> Int64 {
+        switch writer {
+        case 0: tally0
+        case 1: tally1
+        case 2: tally2
+        case 3: tally3
+        case 4: tally4
+        case 5: tally5
+        case 6: tally6
+        default: tally7
+        }
+    }
+
+    /// Adds 1 to writer `writer`'s tally.
+    public func bumpTally(_ writer: Int) {
+        switch writer {
+        case 0: tally0 += 1
+        case 1: tally1 += 1
+        case 2: tally2 += 1
+        case 3: tally3 += 1
+        case 4: tally4 += 1
+        case 5: tally5 += 1
+        case 6: tally6 += 1
+        default: tally7 += 1
+        }
+    }
+}
+
+extension StrataWork {
+    /// Inserts `count` hot objects (slots 0 ..< count, everything else 0) and saves.
+    public static func insertHotObjects(_ count: Int, in context: isolated ManagedObjectContext) throws {
+        for slot in 0..<count {
+            let object = HotObject()
+            object.slot = Int64(slot)
+            try context.insert(object)
+        }
+        try context.save()
+    }
+
+    /// The IDs of every hot object in slot order, their objects kept registered
+    /// (`retainsRegisteredObjects`), so that a writer changes them without fetching them.
+    public static func registerHotObjects(count: Int, in context: isolated ManagedObjectContext) throws -> [ManagedObjectID] {
+        context.retainsRegisteredObjects = true
+        var request = FetchRequest<HotObject>()
+        request.sortDescriptors = [FetchSortDescriptor(\HotObject.slot)]
+        request.returnsObjectsAsFaults = false
+        let objects = try context.fetch(request)
+        try expect(objects.map(\.slot), (0..<Int64(count)).map { $0 }, "Strata hot objects' slots")
+        return objects.map(\.objectID)
+    }
+
+    /// One update of the hot spot by writer `writer`: refreshes the objects `ids[picks]`
+    /// (turned into faults, so that the change reads their stored rows), adds 1 to their
+    /// counter and to the writer's tally, sets their note, and saves.
+    public static func hotUpdate(
+        _ ids: [ManagedObjectID], picks: [Int], writer: Int, note: String, in context: isolated ManagedObjectContext
+    ) throws {
+        for pick in picks {
+            guard let object = context.object(with: ids[pick]) as? HotObject else {
+                throw BenchFailure("Strata: a hot object of the wrong class")
+            }
+            try context.refresh(object, mergeChanges: false)
+            object.counter += 1
+            object.bumpTally(writer)
+            object.note = note
+        }
+        try context.save()
+    }
+
+    /// The hot objects' totals, read from the store in a fresh fetch.
+    public static func hotTotals(in context: isolated ManagedObjectContext) throws -> HotSpot.Totals {
+        var request = FetchRequest<HotObject>()
+        request.returnsObjectsAsFaults = false
+        let objects = try context.fetch(request)
+        var totals = HotSpot.Totals(rows: objects.count)
+        for object in objects {
+            totals.counter += object.counter
+            for writer in 0..<HotSpot.maxWriters { totals.tallies[writer] += object.tally(writer) }
+        }
+        return totals
+    }
+}

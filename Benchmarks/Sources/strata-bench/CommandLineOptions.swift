@@ -13,8 +13,9 @@ struct CommandLineOptions {
 
         Measures Strata against raw liblmdb and GRDB in one process and prints a markdown
         table to standard output (progress to standard error). Scenarios:
-          1 bulk import   2 fetch all   3 indexed query   4 write contention
-          5 readers under a writer   6 parent-child
+          1 bulk import   2 fetch all   3 indexed query   4 write contention (own objects,
+          then the hot spot: --only hot runs the hot spot alone)   5 readers under a writer
+          6 parent-child
 
           --quick               small sizes and short windows (all scenarios in under 2 minutes)
           --only S              run only the scenarios whose number or name contains S
@@ -31,7 +32,11 @@ struct CommandLineOptions {
           --objects-per-context N
                                 scenario 4 objects each context owns and updates in turn
                                 (default 100)
-          --seconds S           scenario 4 window per configuration (default 2; quick 0.25)
+          --seconds S           scenario 4 window per configuration, hot spot too (default 2; quick 0.25)
+          --hot-contexts N      scenario 4 hot spot: contexts updating the same objects (default 8, at most 8)
+          --hot-objects N       scenario 4 hot spot: the objects they all update (default 16)
+          --hot-objects-per-save N
+                                scenario 4 hot spot: objects changed per save, picked at random (default 2)
           --readers N           scenario 5 reader contexts (default 2)
           --reader-seconds S    scenario 5 window (default 2; quick 0.5)
           --writer-batch N      scenario 5 objects per writer save (default 1000)
@@ -111,6 +116,9 @@ struct CommandLineOptions {
             case "--objects-per-save": options.config.objectsPerSave = integers(argument, in: 1...100_000)
             case "--objects-per-context": options.config.objectsPerContext = integer(argument, in: 1...1_000_000)
             case "--seconds": options.config.contentionSeconds = duration(argument, in: 0.01...3600)
+            case "--hot-contexts": options.config.hotSpotContexts = integer(argument, in: 1...HotSpot.maxWriters)
+            case "--hot-objects": options.config.hotSpotObjects = integer(argument, in: 1...1_000_000)
+            case "--hot-objects-per-save": options.config.hotSpotObjectsPerSave = integer(argument, in: 1...1_000_000)
             case "--readers": options.config.readers = integer(argument, in: 1...64)
             case "--reader-seconds": options.config.readerSeconds = duration(argument, in: 0.01...3600)
             case "--writer-batch": options.config.writerBatch = integer(argument, in: 1...1_000_000)
@@ -127,6 +135,9 @@ struct CommandLineOptions {
         }
         if config.objectsPerSave.contains(where: { $0 > config.objectsPerContext }) {
             fail("--objects-per-save must be at most \(config.objectsPerContext), the objects each context owns")
+        }
+        if config.hotSpotObjectsPerSave > config.hotSpotObjects {
+            fail("--hot-objects-per-save must be at most \(config.hotSpotObjects), the hot objects")
         }
         return options
     }
