@@ -173,11 +173,23 @@ extension ObjectGraph {
                     continue
                 }
                 if object.hasTemporaryID {
+                    if !outcome.merge.adopted.isEmpty, let existing = outcome.merge.adopted[object.objectID],
+                       let other = registeredObject(for: existing), other !== object {
+                        // The new object became this stored one (an upsert): it takes the
+                        // place of the object registered for it, which leaves.
+                        unregister(other)
+                        other.invalidate()
+                        recordEvent(other, in: .invalidated)
+                    }
                     let temporary = recordsIDs ? object.storedObjectID : nil
                     reregister(object, store: storeNumber, primaryKey: key)
                     if let temporary { madePermanent[temporary] = object.storedObjectID }
                 }
-                object.didCommit(permanentID: nil, version: 1)
+                if !outcome.merge.isEmpty, let merged = outcome.merge.merged[object.objectID] {
+                    object.apply(merged)   // an upsert: the stored object's merged state
+                } else {
+                    object.didCommit(permanentID: nil, version: 1)
+                }
             }
         }
         // Descendants may have these objects under their temporary IDs.
@@ -208,6 +220,12 @@ extension ObjectGraph {
     /// elsewhere leave as deleted (the save reports them so); objects the save meant to
     /// delete that stay take their stored state and are no longer deleted.
     private func settle(_ merge: MergeResult, in batch: inout SaveBatch) {
+        if !merge.adopted.isEmpty {
+            // New objects that became stored ones were updates of those.
+            let adopted = Set(merge.adopted.values)
+            batch.updated += batch.inserted.filter { adopted.contains($0.objectID) }
+            batch.inserted.removeAll { adopted.contains($0.objectID) }
+        }
         if !merge.vanished.isEmpty {
             let gone = batch.updated.filter { merge.vanished.contains($0.objectID) }
             batch.updated.removeAll { merge.vanished.contains($0.objectID) }

@@ -27,6 +27,9 @@ struct MergeResult: Sendable {
     var touched: Set<ManagedObjectID> = []
     /// The conflicts settled, one per object.
     var conflicts: [MergeConflict] = []
+    /// New objects that became existing ones (a uniqueness constraint's upsert): the
+    /// permanent ID each temporary one took.
+    var adopted: [ManagedObjectID: ManagedObjectID] = [:]
 
     /// Whether no conflict was settled.
     var isEmpty: Bool { conflicts.isEmpty }
@@ -38,6 +41,7 @@ struct MergeResult: Sendable {
         undeleted.merge(other.undeleted) { $1 }
         touched.formUnion(other.touched)
         conflicts += other.conflicts
+        adopted.merge(other.adopted) { $1 }
     }
 }
 
@@ -267,6 +271,99 @@ struct RowMerge {
             }
         }
         return result
+    }
+}
+
+extension RowMerge {
+    /// The upsert of a new object (`object`) whose constrained values a stored object
+    /// (`persisted`) holds, under `policy` (never ``MergePolicy/error``; rule 10): the
+    /// stored object's new state, and the conflict record.
+    ///
+    /// Property trumps take the new object's non-nil values (object trump) or only those
+    /// the stored object lacks (store trump); to-many members join either way.
+    /// ``MergePolicy/overwrite`` takes the new object's whole state, ``MergePolicy/rollback``
+    /// keeps the stored one; a custom resolver decides each attribute both hold, differently.
+    static func upsert(
+        entity: EntityDescription, object: ObjectSnapshot, persisted: ObjectSnapshot, policy: MergePolicy
+    ) throws -> (merged: ObjectSnapshot, conflict: MergeConflict) {
+        var merged = persisted
+        var mine = Set<String>()
+        for slot in entity.storedAttributeSlots where slot < object.attributes.count && object.attributes[slot] != nil {
+            mine.insert(entity.attributes[slot].name)
+        }
+        for (slot, relationship) in entity.relationships.enumerated() where slot < object.relationships.count {
+            if !Self.destinationsOf(object.relationships[slot]).isEmpty { mine.insert(relationship.name) }
+        }
+        let conflict = MergeConflict(
+            objectID: persisted.objectID, objectSnapshot: PropertySnapshot(object, entity: entity), cachedSnapshot: nil,
+            persistedSnapshot: PropertySnapshot(persisted, entity: entity), oldVersion: 0, newVersion: persisted.version,
+            changedKeysInMemory: mine, changedKeysInStore: [])
+        switch policy {
+        case .error, .rollback:
+            return (merged, conflict)
+        case .overwrite:
+            for slot in entity.storedAttributeSlots where slot < object.attributes.count { merged.attributes[slot] = object.attributes[slot] }
+            for slot in entity.relationships.indices where slot < object.relationships.count {
+                if case .notLoaded = object.relationships[slot] { continue }
+                merged.relationships[slot] = object.relationships[slot]
+            }
+            return (merged, conflict)
+        case .mergeByPropertyObjectTrump, .mergeByPropertyStoreTrump, .custom:
+            break
+        }
+        for slot in entity.storedAttributeSlots where slot < object.attributes.count {
+            guard let value = object.attributes[slot] else { continue }
+            let stored = persisted.attributes[slot]
+            switch policy {
+            case .mergeByPropertyObjectTrump:
+                merged.attributes[slot] = value
+            case .mergeByPropertyStoreTrump:
+                if stored == nil { merged.attributes[slot] = value }
+            case .custom(let resolver):
+                guard let stored, stored != value else {
+                    merged.attributes[slot] = value
+                    continue
+                }
+                let attribute = entity.attributes[slot]
+                switch try resolver.decide(conflict, attribute.name) {
+                case .object: merged.attributes[slot] = value
+                case .store: break
+                case .value(.attribute(let chosen)):
+                    if let chosen, !attribute.type.accepts(chosen) {
+                        throw StrataError.typeMismatch(
+                            key: attribute.name, entity: entity.name, expected: attribute.type.description, actual: "\(chosen.kindName) \(chosen)")
+                    }
+                    merged.attributes[slot] = chosen
+                case .value(let other):
+                    throw StrataError.typeMismatch(
+                        key: attribute.name, entity: entity.name, expected: attribute.type.description, actual: "a relationship value (\(other))")
+                }
+            default:
+                break
+            }
+        }
+        for (slot, relationship) in entity.relationships.enumerated() where slot < object.relationships.count {
+            switch (object.relationships[slot], persisted.relationships[slot]) {
+            case (.toOne(let id?), .toOne(let stored)):
+                if case .mergeByPropertyStoreTrump = policy, stored != nil { continue }
+                merged.relationships[slot] = .toOne(id)
+            case (.toMany(let ids), .toMany(let stored)) where relationship.isToMany:
+                var seen = Set<ManagedObjectID>()
+                merged.relationships[slot] = .toMany((stored + ids).filter { seen.insert($0).inserted })
+            default:
+                continue
+            }
+        }
+        return (merged, conflict)
+    }
+
+    /// The destinations of a relationship value.
+    static func destinationsOf(_ value: RelationshipSnapshot) -> [ManagedObjectID] {
+        switch value {
+        case .toOne(let id): id.map { [$0] } ?? []
+        case .toMany(let ids): ids
+        case .notLoaded: []
+        }
     }
 }
 

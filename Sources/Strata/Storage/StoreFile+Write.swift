@@ -359,9 +359,14 @@ struct StoreWriter: ~Copyable {
             }
         }
         if rowConflicts.isEmpty && deletionConflicts.isEmpty && checkConflicts.isEmpty {
-            return (try writeChecked(rows, deleting: deleted), nil)
+            do {
+                return (try writeChecked(rows, deleting: deleted), nil)
+            } catch StoreWriteError.constraintConflict(_) where merging?.policy.merges == true {
+                // Nothing was written: the merge settles the constraints it can (upserts).
+            }
         }
         if let merging, merging.policy.merges, checkConflicts.isEmpty {
+            // (Also reached with no version conflict, for the save's constraint conflicts.)
             let (keys, result) = try merge(
                 rows, deleting: deleted, merging: merging, rowConflicts: rowConflicts, deletionConflicts: deletionConflicts)
             return (keys, result)

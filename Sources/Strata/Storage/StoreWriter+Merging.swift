@@ -5,10 +5,14 @@ import StrataLMDB
 /// save's own transaction (<doc:MergePolicies>): each conflicting object is decided
 /// (``RowMerge``), then every relationship edge the decisions touch is made to agree on
 /// both of its ends, then the rows are written.
+/// An ID no object has, for rows that carry none.
+private let temporaryPlaceholder = ManagedObjectID(temporaryFor: "")
+
 extension StoreWriter {
     /// The state of a merge in progress.
     struct MergeWork {
-        /// The save's rows, as they came.
+        /// The save's rows, as they came (references to new objects that became existing
+        /// ones made to the existing ones).
         let rows: EncodedRows
         /// The row of each object in the save that carries its ID, by that ID.
         var rowIndex: [ManagedObjectID: Int] = [:]
@@ -27,6 +31,8 @@ extension StoreWriter {
         var existence: [ManagedObjectID: Bool] = [:]
         /// Objects whose stored state the merge changed beyond what the save carried.
         var touched: Set<ManagedObjectID> = []
+        /// The primary key of each new row that became an existing one, by row index.
+        var adoptedKeys: [Int: UInt64] = [:]
     }
 
     /// The stored state of `id` with its to-many relationships, or nil when it has no row.
@@ -77,14 +83,56 @@ extension StoreWriter {
         _ rows: EncodedRows, deleting deleted: [StoreChanges.Deletion], merging: SaveMerging,
         rowConflicts: [(index: Int, stored: UInt64?)], deletionConflicts: [(index: Int, stored: UInt64?)]
     ) throws -> (keys: [UInt64], result: MergeResult) {
-        var work = MergeWork(rows: rows)
         var result = MergeResult()
-        for (index, row) in rows.rows.enumerated() {
+        var decided: [(id: ManagedObjectID, state: DecidedState)] = []
+        // 0. A new object claiming a stored object's constrained values becomes that object
+        //    (an upsert, rule 10): its row changes the stored one.
+        var adoptions: [(index: Int, temporary: ManagedObjectID, existing: ManagedObjectID)] = []
+        let unique = try uniqueChanges(rows, deleting: deleted)
+        for (conflict, claimants) in zip(unique.conflicts, unique.claimants) {
+            guard claimants.count == 1, let existing = conflict.existingObjectID, rows.rows[claimants[0]].isInsert,
+                  let temporary = rows.rows[claimants[0]].objectID, temporary.isTemporaryID,
+                  !rows.rows.contains(where: { $0.objectID == existing || (!$0.isInsert && rowID($0) == existing) }),
+                  !deleted.contains(where: { $0.objectID == existing }),
+                  !adoptions.contains(where: { $0.index == claimants[0] || $0.existing == existing })
+            else { continue }   // left to the final check, which fails the save
+            adoptions.append((claimants[0], temporary, existing))
+        }
+        var source = rows
+        if !adoptions.isEmpty {
+            var ids: [ManagedObjectID: ManagedObjectID] = [:]
+            for adoption in adoptions { ids[adoption.temporary] = adoption.existing }
+            for index in source.rows.indices {
+                guard let relationships = source.rows[index].relationships else { continue }
+                source.rows[index].relationships = ObjectSnapshot(
+                    objectID: ids[source.rows[index].objectID ?? temporaryPlaceholder] ?? source.rows[index].objectID ?? temporaryPlaceholder,
+                    version: 0, attributes: [], relationships: relationships
+                ).replacingIDs(ids).relationships
+            }
+        }
+        var work = MergeWork(rows: source)
+        for (index, row) in source.rows.enumerated() {
             if let id = row.objectID {
                 work.rowIndex[id] = index
             }
         }
-        var decided: [(id: ManagedObjectID, state: DecidedState)] = []
+        for adoption in adoptions {
+            let row = source.rows[adoption.index]
+            guard let storage = store.entityStorage(numbered: row.entity), let persisted = try persistedSnapshot(of: adoption.existing),
+                  let key = adoption.existing.primaryKey
+            else { continue }
+            let object = try rowSnapshot(row, in: source, storage: storage, id: adoption.existing)
+            var (merged, conflict) = try RowMerge.upsert(entity: storage.entity, object: object, persisted: persisted, policy: merging.policy)
+            merged.version = persisted.version
+            work.rowIndex[adoption.temporary] = nil
+            work.rowIndex[adoption.existing] = adoption.index
+            work.resolved[adoption.index] = merged
+            work.adoptedKeys[adoption.index] = key.rawValue
+            result.conflicts.append(conflict)
+            result.adopted[adoption.temporary] = adoption.existing
+            decided.append((adoption.existing, .adopted(adoption.index, object: object, persisted: persisted)))
+        }
+        let rows = source
 
         // 1. Each conflicting row, decided on its own.
         for (index, stored) in rowConflicts {
@@ -168,7 +216,9 @@ extension StoreWriter {
         for (index, row) in rows.rows.enumerated() where !work.droppedRows.contains(index) {
             guard let storage = store.entityStorage(numbered: row.entity) else { throw StrataError.unknownEntity("number \(row.entity)") }
             if let merged = work.resolved[index] {
-                try RowEncoder.append(merged, storage: storage, key: row.key, baseVersion: merged.version, carriesID: true, to: &written)
+                try RowEncoder.append(
+                    merged, storage: storage, key: work.adoptedKeys[index] ?? row.key, baseVersion: merged.version, carriesID: true,
+                    to: &written)
             } else {
                 let start = written.bytes.count
                 written.bytes.append(contentsOf: rows.bytes[row.record.lowerBound..<row.indexValues.upperBound])
@@ -221,6 +271,8 @@ extension StoreWriter {
         case deleted(persisted: ObjectSnapshot)
         /// The save meant to delete it, and it stays as stored.
         case undeleted(persisted: ObjectSnapshot)
+        /// A new object of the save (row index) became this stored one (an upsert).
+        case adopted(Int, object: ObjectSnapshot, persisted: ObjectSnapshot)
     }
 
     /// Makes every relationship edge of `id` that its decision touched agree on both ends:
@@ -259,6 +311,12 @@ extension StoreWriter {
             case .undeleted(let persisted):
                 add(persisted.relationships[slot])
                 target = Self.members(of: persisted.relationships[slot])
+            case .adopted(let index, let object, let persisted):
+                guard let merged = work.resolved[index] else { continue }
+                add(object.relationships[slot])
+                add(persisted.relationships[slot])
+                add(merged.relationships[slot])
+                target = Self.members(of: merged.relationships[slot])
             }
             guard let target else { continue }   // not known on this side: nothing was decided
             var seen = Set<ManagedObjectID>()
