@@ -52,6 +52,8 @@ final class StoreFile: Sendable {
     /// How each entity is stored, by entity number (a dense table: the schema numbers
     /// entities from 1 up; a number it never gave is nil).
     private let entitiesByNumber: [EntityStorage?]
+    /// Whether any entity has a uniqueness constraint (saves skip the unique indexes otherwise).
+    let hasUniquenessConstraints: Bool
 
     /// The store's UUID.
     var identifier: UUID { metadata.identifier }
@@ -120,6 +122,7 @@ final class StoreFile: Sendable {
         var byNumber = [EntityStorage?](repeating: nil, count: Int(names.keys.max() ?? 0) + 1)
         for (number, name) in names { byNumber[Int(number)] = entities[name] }
         entitiesByNumber = byNumber
+        hasUniquenessConstraints = entities.values.contains { !$0.constraints.isEmpty }
     }
 
     /// What to do when the store at `path` cannot be opened again because its previous

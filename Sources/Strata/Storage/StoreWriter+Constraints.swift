@@ -27,6 +27,7 @@ extension StoreWriter {
     /// conflict. Reads only.
     func uniqueChanges(_ rows: EncodedRows, deleting deleted: [StoreChanges.Deletion]) throws -> UniqueChanges {
         var changes = UniqueChanges()
+        guard store.hasUniquenessConstraints else { return changes }
         struct Entry: Hashable {
             let database: Database
             let key: [UInt8]
