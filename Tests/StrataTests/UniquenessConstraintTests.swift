@@ -249,3 +249,66 @@ struct UniquenessConstraintTests {
         #expect(emails.count == 10 && Set(emails).count == 10)
     }
 }
+
+/// Uniqueness constraints at a child context's save: the parent checks the child's new
+/// objects against its own state and the store, so an editor child gets the conflict first.
+@Suite("Uniqueness constraints at child saves")
+struct ChildUniquenessTests {
+    /// Saves a child's new account with `email` into `parent`; the constraint conflicts, if any.
+    static func childInserts(_ emails: [String], into parent: ManagedObjectContext, policy: MergePolicy = .error) async throws -> [ConstraintConflict] {
+        let child = ManagedObjectContext(.privateQueue, parent: parent, name: "editor")
+        child.mergePolicy = policy
+        return try await child.perform { context in
+            for email in emails {
+                let account = UserAccount()
+                account.email = email
+                try context.insert(account)
+            }
+            do {
+                try context.save()
+                return []
+            } catch let error as StrataError where error.code == .constraintConflicts {
+                return error.constraintConflicts
+            }
+        }
+    }
+
+    @Test("a child's new object conflicts with a stored one, with the parent's unsaved one, and with another of its own; the parent is left unchanged")
+    func childConflicts() async throws {
+        let coordinator = try await AccountsModel.coordinator()
+        let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "parent")
+        let (stored, pending) = try await parent.perform { context in
+            let ids = try UniquenessConstraintTests.insert([("stored@x", "eu", nil)], into: context)
+            let account = UserAccount()
+            account.email = "pending@x"
+            try context.insert(account)
+            return (ids[0], account.objectID)
+        }
+        let first = try await Self.childInserts(["stored@x"], into: parent)
+        #expect(first.count == 1 && first[0].existingObjectID == stored)
+        let second = try await Self.childInserts(["pending@x"], into: parent)
+        #expect(second.count == 1 && second[0].existingObjectID == pending)
+        let third = try await Self.childInserts(["twice@x", "twice@x"], into: parent)
+        #expect(third.count == 1 && third[0].objectIDs.count == 2 && third[0].existingObjectID == nil)
+        let inserted = await parent.perform { context in context.insertedObjects.count }
+        #expect(inserted == 1, "only the parent's own pending account")
+    }
+
+    @Test("values the parent freed (deleting or changing the stored holder) are free for the child; under a merging policy the stored holder is left to the root's upsert")
+    func freedValuesAndUpserts() async throws {
+        let coordinator = try await AccountsModel.coordinator()
+        let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "parent")
+        let ids = try await parent.perform { context in
+            try UniquenessConstraintTests.insert([("a@x", "eu", nil), ("b@x", "eu", nil), ("c@x", "eu", nil)], into: context)
+        }
+        try await parent.perform { context in
+            try context.delete(try context.existingObject(with: ids[0]))
+            (try context.existingObject(with: ids[1]) as? UserAccount)?.email = "moved@x"
+        }
+        #expect(try await Self.childInserts(["a@x", "b@x"], into: parent).isEmpty)
+        #expect(try await Self.childInserts(["c@x"], into: parent, policy: .mergeByPropertyObjectTrump).isEmpty)
+        parent.mergePolicy = .mergeByPropertyObjectTrump
+        try await parent.perform { context in try context.save() }
+        #expect(try await UniquenessConstraintTests.stored(on: coordinator) == ["a@x//-", "b@x//-", "c@x//-", "moved@x/eu/-"])
+    }
+}

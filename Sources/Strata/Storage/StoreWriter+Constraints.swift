@@ -133,3 +133,19 @@ extension StoreWriter {
         }
     }
 }
+
+extension StoreFile {
+    /// The stored object that holds `values` (by slot of `entity`, an entity of this
+    /// store) for `constraint` of `entity`'s ``EntityDescription/uniquenessConstraints``,
+    /// or nil when none does (or a value is nil). One read of the unique index.
+    func holder(ofValues values: (Int) -> AttributeValue?, constraint: [String], entity entityName: String) throws -> ManagedObjectID? {
+        let storage = try entityStorage(named: entityName)
+        guard let stored = storage.constraints.first(where: { $0.attributes == constraint }), let key = stored.key(values) else { return nil }
+        return try read { reader in
+            try reader.transaction.pointee.withValue(forKey: key, in: stored.database) { value throws -> ManagedObjectID? in
+                guard let value, let reference = RowReference(encoded: value) else { return nil }
+                return try objectID(for: reference, whereOwner: entityName, key: PrimaryKey(1)!)
+            }
+        }
+    }
+}
