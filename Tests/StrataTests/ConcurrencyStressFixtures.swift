@@ -192,6 +192,10 @@ enum StressSettings {
     /// Accounts and owners are not deleted below these counts (in the deleting context's view).
     static let minimumAccounts = 8
     static let minimumOwners = 2
+    /// The merge modes delete nothing: no account is inserted beyond this count (in the
+    /// inserting context's view), so that a step's reads stay as cheap as in the
+    /// conserved-sum mode and the accounts few enough to collide.
+    static let mergeModeAccounts = 32
     /// The longest a single step (one block, one save, one check) may take.
     static let stepLimit: Double = 5
 
@@ -227,7 +231,7 @@ enum StressSettings {
         if let text = ProcessInfo.processInfo.environment["STRATA_STRESS_STEPS"], let steps = Int(text), steps > 0 {
             return steps
         }
-        return mode == .conserved ? 250 : 150
+        return mode == .conserved ? 250 : 120
     }
 
     /// How to run `seed` of `mode` again.

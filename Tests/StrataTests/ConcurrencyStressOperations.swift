@@ -59,8 +59,9 @@ struct StressPlan: Sendable, CustomStringConvertible {
     }
 
     /// How often each operation is drawn in `mode`. The merge modes delete nothing (see
-    /// ``StressMode``) and insert less, so that the accounts stay few enough to collide;
-    /// the conserved-sum mode draws exactly what it drew before the merge modes came.
+    /// ``StressMode``) and insert less (and up to ``StressSettings/mergeModeAccounts``),
+    /// so that the accounts stay few enough to collide; the conserved-sum mode draws
+    /// exactly what it drew before the merge modes came.
     func weight(of operation: StressOperation, in mode: StressMode) -> Int {
         let merging = mode != .conserved
         switch operation {
@@ -161,6 +162,7 @@ extension StressOperation {
             source[keyPath: money] -= amount
             destination[keyPath: money] += amount
         case .insertAccount:
+            if mode.merges && accounts.count >= StressSettings.mergeModeAccounts { return .skipped }
             let account = StressAccount()
             account.number = number
             try context.insert(account)
