@@ -59,16 +59,20 @@ tsan: deps
 ## The concurrency stress test over many seeds (opt-in; `make test` runs its short tier):
 ## STRESS_SEEDS seeds from STRESS_FIRST_SEED, STRESS_STEPS steps per context, STRESS_JOBS
 ## runs at once (2 by default, so the two cores are loaded, as when the lost update of
-## issue 19 showed). Each run checks the conserved sum and replays the history of
-## acknowledged saves; prints `N passed, M failed` and a replay line per failing seed.
+## issue 19 showed), each seed in every mode of STRESS_MODE: `conserved` (the default
+## .error policy), `disjoint` (mergeByPropertyObjectTrump on disjoint properties), `lww`
+## (last writer wins), a comma-separated list of them, or `all` (the default). Each run
+## checks its mode's invariants (the conserved sum but in lww) and replays the history of
+## acknowledged saves; prints `N passed, M failed` and a replay line per failing run.
 STRESS_SEEDS ?= 1000
 STRESS_FIRST_SEED ?= 1
 STRESS_STEPS ?= 400
 STRESS_JOBS ?= 2
+STRESS_MODE ?= all
 stress: deps
 	$(SWIFT) build --build-tests
 	Scripts/stress.sh "$$($(SWIFT) build --show-bin-path)/StrataPackageTests.xctest" \
-		$(STRESS_FIRST_SEED) $(STRESS_SEEDS) $(STRESS_STEPS) $(STRESS_JOBS) .build-stress
+		$(STRESS_FIRST_SEED) $(STRESS_SEEDS) $(STRESS_STEPS) $(STRESS_JOBS) .build-stress $(STRESS_MODE)
 
 ## The long tier of the reliability suite (the short tier runs in `make test`): 10,000 kill -9
 ## cycles and 1,000 crash-point cycles against a release build, each audited. RELIABILITY_SEED

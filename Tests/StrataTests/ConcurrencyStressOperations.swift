@@ -25,6 +25,12 @@ enum StressOperation: String, CaseIterable, Sendable {
     case unpin
     /// Resets the contexts (a child and then its parent).
     case reset
+    /// Gives an account another holder, or none (the disjoint mode: an account the
+    /// context keeps).
+    case rehome
+    /// Sets an account's label (the disjoint mode: an account the context keeps; the
+    /// last-writer-wins mode: any account).
+    case relabel
 }
 
 /// The layout of one of the eight contexts: its queue, its child's, and whether it pins
@@ -52,37 +58,53 @@ struct StressPlan: Sendable, CustomStringConvertible {
         return name(type) + (child.map { " with a \(name($0)) child" } ?? "") + (pinsOften ? ", pins often" : "")
     }
 
-    /// How often each operation is drawn.
-    func weight(of operation: StressOperation) -> Int {
+    /// How often each operation is drawn in `mode`. The merge modes delete nothing (see
+    /// ``StressMode``) and insert less (and up to ``StressSettings/mergeModeAccounts``),
+    /// so that the accounts stay few enough to collide; the conserved-sum mode draws
+    /// exactly what it drew before the merge modes came.
+    func weight(of operation: StressOperation, in mode: StressMode) -> Int {
+        let merging = mode != .conserved
         switch operation {
-        case .transfer: 30
-        case .insertAccount: 8
-        case .insertOwner: 3
-        case .deleteAccount: 6
-        case .deleteOwner: 2
-        case .save: 22
-        case .rollback: 4
-        case .pin: pinsOften ? 12 : 4
-        case .unpin: pinsOften ? 1 : 3
-        case .reset: 2
+        case .transfer: return 30
+        case .insertAccount: return merging ? 2 : 8
+        case .insertOwner: return merging ? 1 : 3
+        case .deleteAccount: return merging ? 0 : 6
+        case .deleteOwner: return merging ? 0 : 2
+        case .save: return 22
+        case .rollback: return 4
+        case .pin: return pinsOften ? 12 : 4
+        case .unpin: return pinsOften ? 1 : 3
+        case .reset: return 2
+        case .rehome: return mode == .disjoint ? 5 : 0
+        case .relabel: return merging ? 6 : 0
         }
     }
 
-    func pick(using random: inout SeededRandomNumberGenerator) -> StressOperation {
-        let total = StressOperation.allCases.reduce(0) { $0 + weight(of: $1) }
+    func pick(in mode: StressMode, using random: inout SeededRandomNumberGenerator) -> StressOperation {
+        let total = StressOperation.allCases.reduce(0) { $0 + weight(of: $1, in: mode) }
         var draw = Int.random(in: 0..<total, using: &random)
         for operation in StressOperation.allCases {
-            draw -= weight(of: operation)
+            draw -= weight(of: operation, in: mode)
             if draw < 0 { return operation }
         }
         return .transfer
+    }
+
+    /// The context that keeps account `number` in the disjoint mode (the only one that
+    /// relabels or rehomes it): opening account `n` is kept by context `n % 8`, a new
+    /// account by the context that inserted it (context `k` numbers its objects from
+    /// `(k + 1) × 1,000,000`).
+    static func keeper(ofAccount number: Int) -> Int {
+        number >= 1_000_000 ? number / 1_000_000 - 1 : number % contexts.count
     }
 }
 
 /// A root save's result.
 enum StressRootSave: Sendable {
     case nothing
-    case saved(inserted: [ManagedObjectID], deleted: Int)
+    /// `merged`: the rows it wrote over a newer version than its context had read (the
+    /// conflicts its merge policy settled).
+    case saved(inserted: [ManagedObjectID], deleted: Int, merged: Int)
     case conflicted
 }
 
@@ -106,7 +128,8 @@ struct StressInspection: Sendable {
 // The operations, inside a block of the context they change. Every amount keeps the sum:
 // a transfer moves money, a funded account takes it from another, a deleted account's
 // money goes to another first. Every choice comes from the step's seeded generator, over
-// accounts sorted by number, so a seed replays the same operations.
+// accounts sorted by number, so a seed replays the same operations. The money a context
+// moves is `balance`, except in the disjoint mode: its own column of every account.
 extension StressOperation {
     static func accounts(in context: isolated ManagedObjectContext) throws -> [StressAccount] {
         var request = FetchRequest<StressAccount>()
@@ -122,29 +145,35 @@ extension StressOperation {
         return try context.fetch(request)
     }
 
-    /// Runs a changing operation (transfer, inserts, deletes) in `context`.
+    /// Runs a changing operation (transfer, inserts, deletes, rehome, relabel) in
+    /// `context`, the context of worker `teller` (or its child).
     func change(
-        _ context: isolated ManagedObjectContext, number: Int, using random: inout SeededRandomNumberGenerator
+        _ context: isolated ManagedObjectContext, number: Int, mode: StressMode, teller: Int,
+        using random: inout SeededRandomNumberGenerator
     ) throws -> StressOutcome {
         let accounts = try Self.accounts(in: context)
-        let funded = accounts.filter { $0.balance > 0 }
+        let money: ReferenceWritableKeyPath<StressAccount, Int> = mode == .disjoint ? \.[share: teller] : \.balance
+        let funded = accounts.filter { $0[keyPath: money] > 0 }
         switch self {
         case .transfer:
             guard let source = funded.randomElement(using: &random),
                   let destination = accounts.filter({ $0 !== source }).randomElement(using: &random) else { return .skipped }
-            let amount = Int.random(in: 1...min(source.balance, 100), using: &random)
-            source.balance -= amount
-            destination.balance += amount
+            let amount = Int.random(in: 1...min(source[keyPath: money], 100), using: &random)
+            source[keyPath: money] -= amount
+            destination[keyPath: money] += amount
         case .insertAccount:
+            if mode.merges && accounts.count >= StressSettings.mergeModeAccounts { return .skipped }
             let account = StressAccount()
             account.number = number
             try context.insert(account)
             if Bool.random(using: &random), let source = funded.randomElement(using: &random) {
-                let amount = Int.random(in: 1...min(source.balance, 200), using: &random)
-                source.balance -= amount
-                account.balance = amount
+                let amount = Int.random(in: 1...min(source[keyPath: money], 200), using: &random)
+                source[keyPath: money] -= amount
+                account[keyPath: money] = amount
             }
-            if Bool.random(using: &random), let owner = try Self.owners(in: context).randomElement(using: &random) {
+            // (No holder in the last-writer-wins mode: it changes no relationship.)
+            if mode != .lastWriterWins, Bool.random(using: &random),
+               let owner = try Self.owners(in: context).randomElement(using: &random) {
                 account.holder = owner
             }
         case .insertOwner:
@@ -170,22 +199,36 @@ extension StressOperation {
                 account.balance = 0
             }
             try context.delete(owner)   // its accounts go at the end of the block (cascade)
+        case .rehome:
+            let kept = accounts.filter { StressPlan.keeper(ofAccount: $0.number) == teller }
+            guard let account = kept.randomElement(using: &random) else { return .skipped }
+            let holders: [StressOwner?] = try Self.owners(in: context).filter { $0 !== account.holder } + (account.holder == nil ? [] : [nil])
+            guard let holder = holders.randomElement(using: &random) else { return .skipped }
+            account.holder = holder
+        case .relabel:
+            let candidates = mode == .disjoint ? accounts.filter { StressPlan.keeper(ofAccount: $0.number) == teller } : accounts
+            guard let account = candidates.randomElement(using: &random) else { return .skipped }
+            account.label = "c\(teller).\(number)"   // (`number` is new at every step)
         case .save, .rollback, .pin, .unpin, .reset:
             preconditionFailure("\(self) changes no object")
         }
         return .done
     }
 
-    /// Saves a root context; on a merge conflict (expected: other contexts saved the same
-    /// accounts) rolls back. Tells `ledger` what a successful save inserted and deleted,
-    /// and which deletions are under way before the save starts; logs an acknowledged
-    /// save in `history` with what it wrote and the changes it carried (`worker`'s child's,
-    /// or, for a root without a child, its own).
+    /// Saves a root context; on a merge conflict (expected under `.error`: other contexts
+    /// saved the same accounts) rolls back. Tells `ledger` what a successful save inserted
+    /// and deleted, and which deletions are under way before the save starts; logs an
+    /// acknowledged save in `history` with what it wrote, the changes it carried
+    /// (`worker`'s child's, or, for a root without a child, its own), the root's own view
+    /// of what it changed (what its merge policy merges from) and the policy.
     static func saveRoot(
         _ context: isolated ManagedObjectContext, ledger: StressLedger, history: StressHistory, worker: Int, hasChild: Bool,
         label: String
     ) throws -> StressRootSave {
         try context.processPendingChanges()   // the cascade runs: its deletions are listed below
+        // Objects that hold a child's changes without their values are read, as the save
+        // would read them first: the log holds their whole state (what `overwrite` forces).
+        context.graph.readUnreadChanges()
         guard context.hasChanges else {
             history.discardPending(worker: worker)   // what the child saved changed nothing here
             return .nothing
@@ -193,7 +236,8 @@ extension StressOperation {
         let inserted = Array(context.insertedObjects)
         let deleted = context.deletedObjects.map(\.objectID)
         let pending = StressHistory.pendingWrites(in: context)
-        let own = hasChild ? [] : StressHistory.changes(in: context, place: label)
+        let root = StressHistory.changes(in: context, place: label)
+        let own = hasChild ? [] : root
         ledger.deleting(deleted)
         do {
             try context.save()
@@ -207,10 +251,12 @@ extension StressOperation {
             throw error
         }
         let (writes, permanentIDs) = StressHistory.writes(in: context, pending: pending)
-        history.acknowledged(worker: hasChild ? worker : nil, place: label, writes: writes, own: own, permanentIDs: permanentIDs)
+        history.acknowledged(
+            worker: hasChild ? worker : nil, place: label, writes: writes, own: own, root: root, policy: context.mergePolicy,
+            permanentIDs: permanentIDs)
         let ids = inserted.map(\.objectID)
         ledger.saved(inserted: ids, deleted: deleted, by: label)
-        return .saved(inserted: ids, deleted: deleted.count)
+        return .saved(inserted: ids, deleted: deleted.count, merged: writes.filter(\.isMerged).count)
     }
 
     /// Saves a child into its parent; on a merge conflict (an object it changed is gone
@@ -230,11 +276,18 @@ extension StressOperation {
         }
     }
 
-    /// The accounts as `context` sees them now.
-    static func view(of context: isolated ManagedObjectContext, transaction: Int?) throws -> StressView {
-        var balances: [ManagedObjectID: Int] = [:]
-        for account in try accounts(in: context) { balances[account.objectID] = account.balance }
-        return StressView(balances: balances, transaction: transaction)
+    /// The accounts as `context` sees them now (each one's row too, when `rows`).
+    static func view(of context: isolated ManagedObjectContext, transaction: Int?, rows: Bool = true) throws -> StressView {
+        var view = StressView(balances: [:], transaction: transaction, columns: Array(repeating: 0, count: StressAccount.columns))
+        for account in try accounts(in: context) {
+            let shares = account.shares
+            view.balances[account.objectID] = shares.reduce(account.balance) { $0 + ($1 ?? 0) }
+            for (column, share) in shares.enumerated() { view.columns[column] += share ?? 0 }
+            if rows, !account.objectID.isTemporaryID {
+                view.rows[account.objectID] = StressRead(account)
+            }
+        }
+        return view
     }
 
     /// A root context's generation, and when it has no unsaved changes, its view of the
@@ -259,7 +312,7 @@ extension StressOperation {
     static func inspectChild(_ context: isolated ManagedObjectContext) throws -> StressView? {
         guard !context.hasChanges else { return nil }
         context.reset()
-        return try view(of: context, transaction: nil)
+        return try view(of: context, transaction: nil, rows: false)
     }
 
     /// Every object in the store as a new context sees it (pinned to `token`, or to the
