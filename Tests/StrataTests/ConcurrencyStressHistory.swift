@@ -18,7 +18,8 @@ import StrataTesting
 // - each write is exactly its root's changes applied, under its merge policy, to the
 //   state it replaced: that state with every property the root changed set to the
 //   root's value (`mergeByPropertyObjectTrump`, and `.error`, where nothing was merged),
-//   or the root's whole state (`overwrite`). A committed value lost, in part or whole,
+//   or the root's whole state (`overwrite`, on an object in conflict: one with a property
+//   changed on both sides). A committed value lost, in part or whole,
 //   or mixed with another object's shows here: what last-writer-wins promises;
 // - every read of a row version agrees with every other read of it and with what the
 //   save that wrote it stored, and a reader whose generations only move forward never
@@ -243,7 +244,7 @@ final class StressHistory: Sendable {
     ///   which one acknowledged save wrote; no two saves replace one version; a save
     ///   under `.error` replaces the version its context read; each write is exactly the
     ///   state it replaced with the properties its root changed set to the root's values
-    ///   (under `overwrite`: the root's whole state), so no committed value is lost,
+    ///   (under `overwrite`, on an object in conflict: the root's whole state), so no committed value is lost,
     ///   partly or whole, or mixed with another object's; every read of a version is what
     ///   the save that wrote it stored; the final store holds the last writes;
     /// - ``StressMode/conserved`` and ``StressMode/disjoint``: no lost update either (the
@@ -364,7 +365,8 @@ final class StressHistory: Sendable {
     /// state it replaced, under the root's merge policy: that state with every property
     /// the root changed (its value differs from the committed one) set to the root's
     /// value, under `mergeByPropertyObjectTrump` (and `.error`, where the state replaced
-    /// is the one read); the root's whole state under `overwrite`. To-many relationships
+    /// is the one read); the root's whole state under `overwrite` when the object is in
+    /// conflict (a property changed on both sides), else as object trump. To-many relationships
     /// are left out (an owner's accounts follow its accounts' rows, not its own).
     ///
     /// - Returns: the violations, naming the save, the object and the properties; the
@@ -406,15 +408,23 @@ final class StressHistory: Sendable {
                     continue
                 }
                 var expected = base
+                // `overwrite` forces the whole state only on an object in conflict: one with a
+                // property changed on both sides to different values (rule 1 of MergePolicies).
+                let inConflict = written.attributes.contains { name, value in
+                    read.attributes[name] != value && base.attributes[name] != read.attributes[name] && base.attributes[name] != value
+                } || written.toOne.contains { name, value in
+                    read.toOne[name] != value && base.toOne[name] != read.toOne[name] && base.toOne[name] != value
+                }
+                let forces = overwrites && inConflict
                 for (name, value) in written.attributes {
                     let mine = read.attributes[name] != value, theirs = base.attributes[name] != read.attributes[name]
-                    if mine || overwrites { expected.attributes[name] = value }
-                    if mine && theirs { decided += 1 } else if overwrites && theirs { reverted += 1 }
+                    if mine || forces { expected.attributes[name] = value }
+                    if mine && theirs { decided += 1 } else if forces && theirs { reverted += 1 }
                 }
                 for (name, value) in written.toOne {
                     let mine = read.toOne[name] != value, theirs = base.toOne[name] != read.toOne[name]
-                    if mine || overwrites { expected.toOne[name] = value }
-                    if mine && theirs { decided += 1 } else if overwrites && theirs { reverted += 1 }
+                    if mine || forces { expected.toOne[name] = value }
+                    if mine && theirs { decided += 1 } else if forces && theirs { reverted += 1 }
                 }
                 // Every attribute; the to-one relationships known on both sides (one is not
                 // when a later save came before the object was read again: see stateWritten).
