@@ -40,6 +40,11 @@ public struct BenchConfig: Sendable {
     public var parentChildChanges = 10_000
     /// Scenario 6: chain depths (1 = a child of a root context).
     public var depths = [1, 2, 3]
+    /// Scenario 7: upserts measured (half of them collide with a stored row; see
+    /// ``UpsertPlan``).
+    public var upserts = 100_000
+    /// Scenario 7: upserts per save (write transaction), the same for every binding.
+    public var upsertBatch = 1000
     /// Run only the scenarios whose name contains one of these (case-insensitive).
     public var only: [String] = []
     /// Whether this is the `--quick` configuration.
@@ -58,6 +63,7 @@ public struct BenchConfig: Sendable {
         config.contentionSeconds = 0.25
         config.readerSeconds = 0.5
         config.parentChildChanges = 2000
+        config.upserts = 10_000
         return config
     }
 
@@ -71,6 +77,7 @@ public struct BenchConfig: Sendable {
         (4, "write contention, hot spot"),
         (5, "readers under a writer"),
         (6, "parent-child"),
+        (7, "upsert"),
     ]
 
     /// Whether scenario `number` runs: its part called `name`, or any of its parts when

@@ -24,7 +24,7 @@ public final class BenchRun {
 
     /// Runs every selected scenario, in an order that keeps the shared stores valid:
     /// the scenarios that check whole-store contents (2, 3) read them before 5 adds
-    /// objects and 6 changes scores.
+    /// objects and 6 changes scores. Scenario 7 makes stores of its own.
     public func run() throws {
         if config.runs(1) { try runBulkImport() }
         if config.runs(2) { try runFetchAll() }
@@ -33,6 +33,7 @@ public final class BenchRun {
         if config.runs(4, "write contention, hot spot") { try runHotSpot() }
         if config.runs(5) { try runReaders() }
         if config.runs(6) { try runParentChild() }
+        if config.runs(7) { try runUpserts() }
         populated = nil
     }
 

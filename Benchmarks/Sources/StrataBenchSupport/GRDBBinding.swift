@@ -232,3 +232,86 @@ extension GRDBStore {
         }
     }
 }
+
+// MARK: Upserts (scenario 7)
+
+/// Scenario 7's Codable record: table `upsert_item(id INTEGER PRIMARY KEY, code INTEGER
+/// NOT NULL UNIQUE, name, score, revision)`. `upsert(db)` writes `INSERT ... ON CONFLICT
+/// DO UPDATE SET` every column but the primary key.
+public struct GRDBUpsertItem: Codable, Sendable, FetchableRecord, MutablePersistableRecord {
+    public static let databaseTableName = "upsert_item"
+    /// The row id: nil until inserted (SQLite assigns it).
+    public var id: Int64?
+    /// The unique key.
+    public var code: Int64
+    /// `preloaded <code>` or `upserted <code>`.
+    public var name: String
+    /// A value derived from the code.
+    public var score: Double
+    /// 0 when preloaded, 1 once upserted.
+    public var revision: Int64
+
+    /// A new record (no id yet) with `record`'s values.
+    public init(_ record: UpsertRecord) {
+        id = nil
+        code = record.code
+        name = record.name
+        score = record.score
+        revision = record.revision
+    }
+
+    /// Keeps the row id SQLite assigned (or the upsert found).
+    public mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
+
+    /// The record's values.
+    public var record: UpsertRecord { UpsertRecord(code: code, name: name, score: score, revision: revision) }
+}
+
+extension GRDBStore {
+    /// Creates table `upsert_item` (``GRDBUpsertItem``; `code` UNIQUE) and inserts
+    /// `records` in one `write`.
+    public func createUpsertTable(_ records: [UpsertRecord]) throws {
+        try pool.write { db in
+            try db.execute(sql: """
+                CREATE TABLE upsert_item (
+                    id INTEGER PRIMARY KEY, code INTEGER NOT NULL UNIQUE, name TEXT NOT NULL,
+                    score REAL NOT NULL, revision INTEGER NOT NULL)
+                """)
+            for record in records {
+                var item = GRDBUpsertItem(record)
+                try item.insert(db)
+            }
+        }
+    }
+
+    /// Upserts every record (`upsert(db)` of a new ``GRDBUpsertItem``: `INSERT ... ON
+    /// CONFLICT DO UPDATE`) in one `write`.
+    public func upsert(_ records: [UpsertRecord]) throws {
+        try pool.write { db in
+            for record in records {
+                var item = GRDBUpsertItem(record)
+                try item.upsert(db)
+            }
+        }
+    }
+
+    /// Upserts every record with a hand-written cached statement, `INSERT INTO upsert_item
+    /// (code, name, score, revision) VALUES (?, ?, ?, ?) ON CONFLICT(code) DO UPDATE SET`
+    /// the three other columns, in one `write`: the same SQL without the record layer.
+    public func upsertWithStatement(_ records: [UpsertRecord]) throws {
+        try pool.write { db in
+            let statement = try db.cachedStatement(sql: """
+                INSERT INTO upsert_item (code, name, score, revision) VALUES (?, ?, ?, ?)
+                ON CONFLICT(code) DO UPDATE SET name = excluded.name, score = excluded.score, revision = excluded.revision
+                """)
+            for record in records {
+                try statement.execute(arguments: [record.code, record.name, record.score, record.revision])
+            }
+        }
+    }
+
+    /// Every row of `upsert_item`.
+    public func upsertRows() throws -> [UpsertRecord] {
+        try pool.read { db in try GRDBUpsertItem.fetchAll(db).map(\.record) }
+    }
+}

@@ -367,6 +367,120 @@ extension RawStore {
     }
 }
 
+// MARK: Upserts (scenario 7)
+
+/// The unique-code database of an upsert store (``RawStore/openCodeDatabase()``).
+public struct RawCodeDatabase: Sendable {
+    let handle: MDB_dbi
+}
+
+extension RawStore {
+    /// Opens (creating it) the `items.code` database: the order-preserving encoded code
+    /// (8 bytes, sign bit flipped, big-endian) to the 8-byte big-endian id of the row that
+    /// holds it, the raw twin of a unique index. An upsert store keeps its rows in
+    /// `items` (an ``UpsertRecord`` per id: code, score and revision as 8 bytes each, then
+    /// the name's UTF-8 bytes) and nothing in `items.rank`.
+    public func openCodeDatabase() throws -> RawCodeDatabase {
+        var handle = MDB_dbi()
+        try write { txn in try Self.check(mdb_dbi_open(txn, "items.code", UInt32(MDB_CREATE), &handle), "mdb_dbi_open items.code") }
+        return RawCodeDatabase(handle: handle)
+    }
+
+    @inline(__always)
+    static func codeKey(_ code: Int64) -> UInt64 { (UInt64(bitPattern: code) ^ (1 << 63)).bigEndian }
+
+    /// Upserts `records` in one write transaction: for each, the code database looked
+    /// up; a found id gets its row rewritten with the record's values, a missing code a
+    /// new row under the next id (one past the largest stored, read once per
+    /// transaction) and its code entry.
+    public func upsert(_ records: [UpsertRecord], codes: RawCodeDatabase) throws {
+        try write { txn in
+            var nextID: Int64 = 1
+            var cursor: OpaquePointer?
+            try Self.check(mdb_cursor_open(txn, rows, &cursor), "mdb_cursor_open")
+            var k = MDB_val(), v = MDB_val()
+            let rc = mdb_cursor_get(cursor, &k, &v, MDB_LAST)
+            if rc == MDB_SUCCESS {
+                nextID = Int64(bitPattern: UInt64(bigEndian: k.mv_data.loadUnaligned(as: UInt64.self))) + 1
+            }
+            mdb_cursor_close(cursor)
+            if rc != MDB_SUCCESS && rc != MDB_NOTFOUND { try Self.check(rc, "mdb_cursor_get MDB_LAST") }
+            var buffer: [UInt8] = []
+            buffer.reserveCapacity(64)
+            for record in records {
+                var code = Self.codeKey(record.code)
+                var idKey: UInt64 = try withUnsafeMutableBytes(of: &code) { codeBytes in
+                    var ck = MDB_val(mv_size: 8, mv_data: codeBytes.baseAddress)
+                    var found = MDB_val()
+                    let rc = mdb_get(txn, codes.handle, &ck, &found)
+                    if rc == MDB_SUCCESS {
+                        guard found.mv_size == 8 else { throw BenchFailure("raw: code entry of \(record.code) is \(found.mv_size) bytes") }
+                        return found.mv_data.loadUnaligned(as: UInt64.self)
+                    }
+                    if rc != MDB_NOTFOUND { try Self.check(rc, "mdb_get code \(record.code)") }
+                    var id = Self.idKey(nextID)
+                    nextID += 1
+                    try withUnsafeMutableBytes(of: &id) { idBytes in
+                        var iv = MDB_val(mv_size: 8, mv_data: idBytes.baseAddress)
+                        try Self.check(mdb_put(txn, codes.handle, &ck, &iv, UInt32(MDB_NOOVERWRITE)), "mdb_put code entry")
+                    }
+                    return id
+                }
+                buffer.removeAll(keepingCapacity: true)
+                withUnsafeBytes(of: record.code.littleEndian) { buffer.append(contentsOf: $0) }
+                withUnsafeBytes(of: record.score.bitPattern.littleEndian) { buffer.append(contentsOf: $0) }
+                withUnsafeBytes(of: record.revision.littleEndian) { buffer.append(contentsOf: $0) }
+                buffer.append(contentsOf: record.name.utf8)
+                try withUnsafeMutableBytes(of: &idKey) { keyBytes in
+                    try buffer.withUnsafeMutableBytes { valueBytes in
+                        var k = MDB_val(mv_size: 8, mv_data: keyBytes.baseAddress)
+                        var v = MDB_val(mv_size: valueBytes.count, mv_data: valueBytes.baseAddress)
+                        try Self.check(mdb_put(txn, rows, &k, &v, 0), "mdb_put upsert row")
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every upsert row, decoded, and the number of code entries; throws unless each row's
+    /// code entry names it.
+    public func upsertRows(codes: RawCodeDatabase) throws -> (rows: [UpsertRecord], codeEntries: Int) {
+        try read { txn in
+            var stat = MDB_stat()
+            try Self.check(mdb_stat(txn, codes.handle, &stat), "mdb_stat items.code")
+            var cursor: OpaquePointer?
+            try Self.check(mdb_cursor_open(txn, rows, &cursor), "mdb_cursor_open")
+            defer { mdb_cursor_close(cursor) }
+            var records: [UpsertRecord] = []
+            var k = MDB_val(), v = MDB_val()
+            var rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST)
+            while rc == MDB_SUCCESS {
+                let bytes = UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size)
+                guard bytes.count >= 24 else { throw BenchFailure("raw: an upsert row of \(bytes.count) bytes") }
+                let record = UpsertRecord(
+                    code: Int64(littleEndian: bytes.loadUnaligned(fromByteOffset: 0, as: Int64.self)),
+                    name: String(decoding: bytes[24...], as: UTF8.self),
+                    score: Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self))),
+                    revision: Int64(littleEndian: bytes.loadUnaligned(fromByteOffset: 16, as: Int64.self)))
+                let id = k.mv_data.loadUnaligned(as: UInt64.self)
+                var code = Self.codeKey(record.code)
+                try withUnsafeMutableBytes(of: &code) { codeBytes in
+                    var ck = MDB_val(mv_size: 8, mv_data: codeBytes.baseAddress)
+                    var found = MDB_val()
+                    try Self.check(mdb_get(txn, codes.handle, &ck, &found), "mdb_get code \(record.code)")
+                    if found.mv_size != 8 || found.mv_data.loadUnaligned(as: UInt64.self) != id {
+                        throw BenchFailure("raw: the code entry of \(record.code) names another row")
+                    }
+                }
+                records.append(record)
+                rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)
+            }
+            if rc != MDB_NOTFOUND { try Self.check(rc, "mdb_cursor_get") }
+            return (records, stat.ms_entries)
+        }
+    }
+}
+
 /// A long-lived LMDB read transaction (the raw twin of a pinned query generation); used
 /// by one thread at a time.
 public final class RawSnapshot {

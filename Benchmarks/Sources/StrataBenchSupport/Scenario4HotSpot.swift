@@ -393,9 +393,15 @@ extension BenchRun {
     /// and Strata's optimistic locking); a property only one writer changes keeps every
     /// increment under a merge by property; an update that did not conflict lands under
     /// every policy, so a policy that drops conflicting changes (rollback; store trump, for
-    /// the counter) loses at most one increment per conflict resolved (rollback exactly
-    /// that many); and no store gains more than the saves made (each save writes back a
-    /// value it read plus 1).
+    /// the counter) loses at most one increment per conflict resolved; and no store gains
+    /// more than the saves made (each save writes back a value it read plus 1).
+    ///
+    /// Rollback loses fewer than one per conflict resolved when some conflicts are
+    /// one-sided: a save that `.rollback` settles still rewrites the stored row at the next
+    /// version with its values unchanged, so a writer that read the row before finds the
+    /// version changed but no property it changed changed in the store. Such a conflict is
+    /// counted in `resolvedConflicts`, and its changes land (one-sided changes merge under
+    /// every policy).
     private func checkHotSpot(
         _ writer: HotWriter, counter: Int64, tallies: [Int64], made: Int64, madeBy: [Int64], resolved: Int64
     ) throws {
@@ -428,8 +434,11 @@ extension BenchRun {
             try counterWithin(1...made)
             try boundedTallies()
         case .strata(.rollback):
-            try expect(counter, made - resolved, "\(writer): counter increments (committed changes less the conflicts rolled back)")
-            try expect(tallies.reduce(0, +), made - resolved, "\(writer): tally increments (committed changes less the conflicts rolled back)")
+            try counterWithin(max(1, made - resolved)...made)
+            let tallySum = tallies.reduce(0, +)
+            if tallySum < made - resolved || tallySum > made {
+                throw BenchFailure("\(writer): the tallies gained \(tallySum), outside \(made - resolved)...\(made) (\(made) increments saved, \(resolved) conflicts resolved)")
+            }
             try boundedTallies()
         }
     }

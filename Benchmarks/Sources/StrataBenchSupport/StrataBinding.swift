@@ -311,3 +311,142 @@ extension StrataWork {
         return totals
     }
 }
+
+// MARK: Upserts (scenario 7)
+
+/// Scenario 7's entity: `code` unique (a uniqueness constraint, so a save under a merging
+/// policy turns a new object claiming a stored code into an update of that object), and
+/// three attributes an upsert rewrites. The merging run upserts into it.
+public final class UpsertItem: ManagedObject, UpsertObject {
+    public override class var uniquenessConstraints: [[String]] { [["code"]] }
+    /// The unique key.
+    @Attribute public var code: Int64 = 0
+    /// `preloaded <code>` or `upserted <code>`.
+    @Attribute public var name: String = ""
+    /// A value derived from the code, new at each upsert.
+    @Attribute public var score: Double = 0
+    /// 0 when preloaded, 1 once upserted.
+    @Attribute public var revision: Int64 = 0
+
+    /// The object with `record`'s values (its ID is the store's to assign).
+    public convenience init(_ record: UpsertRecord) {
+        self.init()
+        apply(record)
+    }
+}
+
+/// ``UpsertItem`` with `code` indexed as well: what the fetch-then-update run upserts
+/// into, since a fetch by code needs an index (the unique index serves no fetch).
+public final class IndexedUpsertItem: ManagedObject, UpsertObject {
+    public override class var uniquenessConstraints: [[String]] { [["code"]] }
+    /// The unique key, indexed.
+    @Attribute(indexed: true) public var code: Int64 = 0
+    /// `preloaded <code>` or `upserted <code>`.
+    @Attribute public var name: String = ""
+    /// A value derived from the code, new at each upsert.
+    @Attribute public var score: Double = 0
+    /// 0 when preloaded, 1 once upserted.
+    @Attribute public var revision: Int64 = 0
+
+    /// The object with `record`'s values (its ID is the store's to assign).
+    public convenience init(_ record: UpsertRecord) {
+        self.init()
+        apply(record)
+    }
+}
+
+/// What ``UpsertItem`` and ``IndexedUpsertItem`` share: the attributes of an
+/// ``UpsertRecord``.
+public protocol UpsertObject: ManagedObject {
+    /// The unique key.
+    var code: Int64 { get set }
+    /// `preloaded <code>` or `upserted <code>`.
+    var name: String { get set }
+    /// A value derived from the code.
+    var score: Double { get set }
+    /// 0 when preloaded, 1 once upserted.
+    var revision: Int64 { get set }
+}
+
+extension UpsertObject {
+    /// Sets every attribute from `record`.
+    public func apply(_ record: UpsertRecord) {
+        code = record.code
+        name = record.name
+        score = record.score
+        revision = record.revision
+    }
+
+    /// The object's values.
+    public var record: UpsertRecord { UpsertRecord(code: code, name: name, score: score, revision: revision) }
+}
+
+/// Scenario 7's Strata model.
+public enum Upserts {
+    /// ``UpsertItem`` and ``IndexedUpsertItem`` (a run uses one of them).
+    public static let strataModel: ManagedObjectModel = {
+        do {
+            return try ManagedObjectModel(types: [UpsertItem.self, IndexedUpsertItem.self])
+        } catch {
+            preconditionFailure("the upsert model is invalid: \(error)")
+        }
+    }()
+}
+
+extension StrataWork {
+    /// Inserts an object per record (an ``IndexedUpsertItem`` when `indexed`, else an
+    /// ``UpsertItem``) and saves once, `notificationCenter` nil: the rows the upserts meet.
+    public static func preloadUpserts(_ records: [UpsertRecord], indexed: Bool, in context: isolated ManagedObjectContext) throws {
+        context.notificationCenter = nil
+        for record in records {
+            try context.insert(indexed ? IndexedUpsertItem(record) as ManagedObject : UpsertItem(record))
+        }
+        try context.save()
+        context.reset()
+    }
+
+    /// One batch of upserts the merging way: a new ``UpsertItem`` per record, one save
+    /// (the context's merge policy, `.mergeByPropertyObjectTrump`, turns the records whose
+    /// code is stored into updates), then `reset()`. `notificationCenter` nil, as for a
+    /// bulk import.
+    public static func upsertByInserting(_ records: [UpsertRecord], in context: isolated ManagedObjectContext) throws {
+        context.notificationCenter = nil
+        for record in records { try context.insert(UpsertItem(record)) }
+        try context.save()
+        context.reset()
+    }
+
+    /// One batch of upserts without merging: fetches the stored ``IndexedUpsertItem``s of
+    /// the records' codes (`code IN [...]`, through the code index), updates them, inserts
+    /// a new object for each other record, saves once, then `reset()`.
+    public static func upsertByFetching(_ records: [UpsertRecord], in context: isolated ManagedObjectContext) throws {
+        context.notificationCenter = nil
+        var request = FetchRequest<IndexedUpsertItem>()
+        request.predicate = (\IndexedUpsertItem.code).in(records.map(\.code))
+        request.returnsObjectsAsFaults = false
+        var stored: [Int64: IndexedUpsertItem] = [:]
+        for object in try context.fetch(request) { stored[object.code] = object }
+        for record in records {
+            if let object = stored[record.code] {
+                object.apply(record)
+            } else {
+                try context.insert(IndexedUpsertItem(record))
+            }
+        }
+        try context.save()
+        context.reset()
+    }
+
+    /// Every stored upsert row (of ``IndexedUpsertItem`` when `indexed`, else of
+    /// ``UpsertItem``), read afresh.
+    public static func upsertRows(indexed: Bool, in context: isolated ManagedObjectContext) throws -> [UpsertRecord] {
+        if indexed {
+            var request = FetchRequest<IndexedUpsertItem>()
+            request.returnsObjectsAsFaults = false
+            return try context.fetch(request).map(\.record)
+        }
+        var request = FetchRequest<UpsertItem>()
+        request.returnsObjectsAsFaults = false
+        return try context.fetch(request).map(\.record)
+    }
+}
