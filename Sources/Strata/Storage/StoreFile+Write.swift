@@ -358,17 +358,19 @@ struct StoreWriter: ~Copyable {
                 }
             }
         }
+        var unique: UniqueChanges?
         if rowConflicts.isEmpty && deletionConflicts.isEmpty && checkConflicts.isEmpty {
-            do {
-                return (try writeChecked(rows, deleting: deleted), nil)
-            } catch StoreWriteError.constraintConflict(_) where merging?.policy.merges == true {
-                // Nothing was written: the merge settles the constraints it can (upserts).
+            let changes = try uniqueChanges(rows, deleting: deleted)
+            guard !changes.conflicts.isEmpty, let merging, merging.policy.merges else {
+                return (try writeChecked(rows, deleting: deleted, unique: changes), nil)
             }
+            unique = changes   // nothing was written: the merge settles the constraints it can (upserts)
         }
         if let merging, merging.policy.merges, checkConflicts.isEmpty {
             // (Also reached with no version conflict, for the save's constraint conflicts.)
             let (keys, result) = try merge(
-                rows, deleting: deleted, merging: merging, rowConflicts: rowConflicts, deletionConflicts: deletionConflicts)
+                rows, deleting: deleted, merging: merging, rowConflicts: rowConflicts, deletionConflicts: deletionConflicts,
+                unique: unique)
             return (keys, result)
         }
         // Every conflict, with the stored state for its record.
@@ -400,8 +402,10 @@ struct StoreWriter: ~Copyable {
     /// - Throws: ``StoreWriteError/constraintConflict(_:)`` with every constraint the save
     ///   breaks, before anything is written; the errors of ``write(_:)`` and
     ///   ``delete(_:expectedVersion:)``.
-    mutating func writeChecked(_ rows: EncodedRows, deleting deleted: [StoreChanges.Deletion]) throws -> [UInt64] {
-        let unique = try uniqueChanges(rows, deleting: deleted)
+    mutating func writeChecked(
+        _ rows: EncodedRows, deleting deleted: [StoreChanges.Deletion], unique checked: UniqueChanges? = nil
+    ) throws -> [UInt64] {
+        let unique = try checked ?? uniqueChanges(rows, deleting: deleted)
         guard unique.conflicts.isEmpty else { throw StoreWriteError.constraintConflict(unique.conflicts) }
         // The first row written is where `mid-write` crashes (CrashPoint).
         var midWrite: CrashPoint? = .midWrite

@@ -33,6 +33,10 @@ extension StoreWriter {
         var touched: Set<ManagedObjectID> = []
         /// The primary key of each new row that became an existing one, by row index.
         var adoptedKeys: [Int: UInt64] = [:]
+        /// Merged rows whose decided state is the stored one: not written.
+        var unwritten: Set<Int> = []
+        /// The stored state of each merged row, by row index.
+        var persisted: [Int: ObjectSnapshot] = [:]
     }
 
     /// The stored state of `id` with its to-many relationships, or nil when it has no row.
@@ -81,22 +85,28 @@ extension StoreWriter {
     ///   what the merge did.
     mutating func merge(
         _ rows: EncodedRows, deleting deleted: [StoreChanges.Deletion], merging: SaveMerging,
-        rowConflicts: [(index: Int, stored: UInt64?)], deletionConflicts: [(index: Int, stored: UInt64?)]
+        rowConflicts: [(index: Int, stored: UInt64?)], deletionConflicts: [(index: Int, stored: UInt64?)],
+        unique: UniqueChanges? = nil
     ) throws -> (keys: [UInt64], result: MergeResult) {
         var result = MergeResult()
         var decided: [(id: ManagedObjectID, state: DecidedState)] = []
         // 0. A new object claiming a stored object's constrained values becomes that object
         //    (an upsert, rule 10): its row changes the stored one.
         var adoptions: [(index: Int, temporary: ManagedObjectID, existing: ManagedObjectID)] = []
-        let unique = try uniqueChanges(rows, deleting: deleted)
-        for (conflict, claimants) in zip(unique.conflicts, unique.claimants) {
-            guard claimants.count == 1, let existing = conflict.existingObjectID, rows.rows[claimants[0]].isInsert,
-                  let temporary = rows.rows[claimants[0]].objectID, temporary.isTemporaryID,
-                  !rows.rows.contains(where: { $0.objectID == existing || (!$0.isInsert && rowID($0) == existing) }),
-                  !deleted.contains(where: { $0.objectID == existing }),
-                  !adoptions.contains(where: { $0.index == claimants[0] || $0.existing == existing })
-            else { continue }   // left to the final check, which fails the save
-            adoptions.append((claimants[0], temporary, existing))
+        let unique = try unique ?? uniqueChanges(rows, deleting: deleted)
+        if !unique.conflicts.isEmpty {
+            // The stored objects the save writes or deletes itself cannot be adopted.
+            var taken = Set(deleted.map(\.objectID))
+            for row in rows.rows where !row.isInsert { taken.insert(rowID(row)) }
+            var adoptedRows = Set<Int>()
+            for (conflict, claimants) in zip(unique.conflicts, unique.claimants) {
+                guard claimants.count == 1, let existing = conflict.existingObjectID, rows.rows[claimants[0]].isInsert,
+                      let temporary = rows.rows[claimants[0]].objectID, temporary.isTemporaryID,
+                      !adoptedRows.contains(claimants[0]), taken.insert(existing).inserted
+                else { continue }   // left to the final check, which fails the save
+                adoptedRows.insert(claimants[0])
+                adoptions.append((claimants[0], temporary, existing))
+            }
         }
         var source = rows
         if !adoptions.isEmpty {
@@ -127,6 +137,7 @@ extension StoreWriter {
             work.rowIndex[adoption.temporary] = nil
             work.rowIndex[adoption.existing] = adoption.index
             work.resolved[adoption.index] = merged
+            work.persisted[adoption.index] = persisted
             work.adoptedKeys[adoption.index] = key.rawValue
             result.conflicts.append(conflict)
             result.adopted[adoption.temporary] = adoption.existing
@@ -164,6 +175,7 @@ extension StoreWriter {
             var merged = try merge.merged(under: merging.policy, conflict: conflict)
             merged.version = persisted.version
             work.resolved[index] = merged
+            work.persisted[index] = persisted
             work.merges[index] = merge
             result.conflicts.append(conflict)
             decided.append((id, .merged(index)))
@@ -215,6 +227,12 @@ extension StoreWriter {
         var position = [Int?](repeating: nil, count: rows.count)
         for (index, row) in rows.rows.enumerated() where !work.droppedRows.contains(index) {
             guard let storage = store.entityStorage(numbered: row.entity) else { throw StrataError.unknownEntity("number \(row.entity)") }
+            if let merged = work.resolved[index], let persisted = work.persisted[index], merged == persisted {
+                // The decision kept the stored state (a rollback, say): nothing to write, no new version.
+                work.unwritten.insert(index)
+                position[index] = nil
+                continue
+            }
             if let merged = work.resolved[index] {
                 try RowEncoder.append(
                     merged, storage: storage, key: work.adoptedKeys[index] ?? row.key, baseVersion: merged.version, carriesID: true,
@@ -238,11 +256,13 @@ extension StoreWriter {
         }
 
         let writtenKeys = try writeChecked(written, deleting: keptDeletions)
-        let keys = rows.rows.indices.map { index in position[index].map { writtenKeys[$0] } ?? rows.rows[index].key }
+        let keys = rows.rows.indices.map { index in
+            position[index].map { writtenKeys[$0] } ?? work.adoptedKeys[index] ?? rows.rows[index].key
+        }
 
-        for merged in work.resolved.values {
+        for (index, merged) in work.resolved {
             var stored = merged
-            stored.version += 1
+            if !work.unwritten.contains(index) { stored.version += 1 }
             stored.relationships = stored.relationships.map { value in
                 if case .toMany = value { .notLoaded } else { value }
             }

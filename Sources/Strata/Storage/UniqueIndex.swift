@@ -46,9 +46,7 @@ struct StoredConstraint: Sendable {
 
     /// The key of a stored record's values.
     func key(of record: Record) -> [UInt8]? {
-        var values: [Int: AttributeValue] = [:]
-        for (slot, field) in zip(slots, fields) { values[slot] = record.fields[field] }
-        return key { values[$0] }
+        key { slot in slots.firstIndex(of: slot).flatMap { record.fields[fields[$0]] } }
     }
 }
 
