@@ -183,26 +183,6 @@ struct MergePolicyBehaviourTests {
         }
     }
 
-    @Test("a decision that keeps the stored state (a rollback) writes nothing: the row keeps its version, so a context that read it then saves without a conflict")
-    func keptStateIsNotRewritten() async throws {
-        let (coordinator, id) = try await Self.world()
-        let saving = try await Self.reader(coordinator, id, policy: .rollback, name: "saving")
-        try await Self.otherSave(coordinator, id) { note, _ in note.title = "theirs" }
-        let later = try await Self.reader(coordinator, id, policy: .error, name: "later")   // reads version 2
-        try await saving.perform { context in
-            let note = try MergeWorld.note(id, in: context)
-            note.title = "mine"
-            try context.save()
-            #expect(note.title == "theirs" && note.rowVersion == 2 && !note.hasChanges)
-        }
-        try await later.perform { context in
-            try MergeWorld.note(id, in: context).priority = 4
-            try context.save()   // no conflict: the rollback wrote nothing
-        }
-        let stored = try await MergeWorld.stored(id, on: coordinator)
-        #expect(stored.title == "theirs" && stored.priority == 4)
-    }
-
     @Test("detectConflicts(for:) fails the save whatever the policy when the checked object changed")
     func conflictChecksStillFail() async throws {
         let (coordinator, id) = try await Self.world()

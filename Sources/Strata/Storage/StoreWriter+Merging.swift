@@ -33,10 +33,6 @@ extension StoreWriter {
         var touched: Set<ManagedObjectID> = []
         /// The primary key of each new row that became an existing one, by row index.
         var adoptedKeys: [Int: UInt64] = [:]
-        /// Merged rows whose decided state is the stored one: not written.
-        var unwritten: Set<Int> = []
-        /// The stored state of each merged row, by row index.
-        var persisted: [Int: ObjectSnapshot] = [:]
     }
 
     /// The stored state of `id` with its to-many relationships, or nil when it has no row.
@@ -137,7 +133,6 @@ extension StoreWriter {
             work.rowIndex[adoption.temporary] = nil
             work.rowIndex[adoption.existing] = adoption.index
             work.resolved[adoption.index] = merged
-            work.persisted[adoption.index] = persisted
             work.adoptedKeys[adoption.index] = key.rawValue
             result.conflicts.append(conflict)
             result.adopted[adoption.temporary] = adoption.existing
@@ -175,7 +170,6 @@ extension StoreWriter {
             var merged = try merge.merged(under: merging.policy, conflict: conflict)
             merged.version = persisted.version
             work.resolved[index] = merged
-            work.persisted[index] = persisted
             work.merges[index] = merge
             result.conflicts.append(conflict)
             decided.append((id, .merged(index)))
@@ -227,12 +221,6 @@ extension StoreWriter {
         var position = [Int?](repeating: nil, count: rows.count)
         for (index, row) in rows.rows.enumerated() where !work.droppedRows.contains(index) {
             guard let storage = store.entityStorage(numbered: row.entity) else { throw StrataError.unknownEntity("number \(row.entity)") }
-            if let merged = work.resolved[index], let persisted = work.persisted[index], merged == persisted {
-                // The decision kept the stored state (a rollback, say): nothing to write, no new version.
-                work.unwritten.insert(index)
-                position[index] = nil
-                continue
-            }
             if let merged = work.resolved[index] {
                 try RowEncoder.append(
                     merged, storage: storage, key: work.adoptedKeys[index] ?? row.key, baseVersion: merged.version, carriesID: true,
@@ -260,9 +248,9 @@ extension StoreWriter {
             position[index].map { writtenKeys[$0] } ?? work.adoptedKeys[index] ?? rows.rows[index].key
         }
 
-        for (index, merged) in work.resolved {
+        for merged in work.resolved.values {
             var stored = merged
-            if !work.unwritten.contains(index) { stored.version += 1 }
+            stored.version += 1
             stored.relationships = stored.relationships.map { value in
                 if case .toMany = value { .notLoaded } else { value }
             }
