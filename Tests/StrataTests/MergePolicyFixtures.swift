@@ -72,6 +72,18 @@ enum MergeWorld {
         return try #require(try context.fetch(request).first)
     }
 
+    /// Reads note "a" and every folder and tag with their relationships, keeping them
+    /// registered (the saving side's read); note "a"'s ID.
+    static func readEverything(in context: isolated ManagedObjectContext) throws -> ManagedObjectID {
+        context.retainsRegisteredObjects = true
+        let note = try named(Note.self, "a", in: context)
+        _ = note.tags.count
+        _ = note.folder?.notes.count
+        for tag in try context.fetch(FetchRequest<Tag>()) { _ = tag.notes.count }
+        for folder in try context.fetch(FetchRequest<Folder>()) { _ = folder.notes.count }
+        return note.objectID
+    }
+
     /// Note "a" (by ID), with its to-many relationships loaded.
     static func note(_ id: ManagedObjectID, in context: isolated ManagedObjectContext) throws -> Note {
         let note = try #require(try context.existingObject(with: id) as? Note)

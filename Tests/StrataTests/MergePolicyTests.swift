@@ -19,13 +19,7 @@ struct MergePolicyTests {
         let saving = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "saving")
         saving.mergePolicy = policy
         let id = try await saving.perform { context in
-            context.retainsRegisteredObjects = true
-            let note = try MergeWorld.named(Note.self, "a", in: context)
-            _ = note.tags.count
-            _ = note.folder?.notes.count
-            for tag in try context.fetch(FetchRequest<Tag>()) { _ = tag.notes.count }
-            for folder in try context.fetch(FetchRequest<Folder>()) { _ = folder.notes.count }
-            return note.objectID
+            try MergeWorld.readEverything(in: context)
         }
         try await ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "other").perform { context in
             try MergeWorld.otherChange(property, sides, to: try MergeWorld.note(id, in: context), in: context)
@@ -56,13 +50,7 @@ struct MergePolicyTests {
         let child = ManagedObjectContext(.privateQueue, parent: parent, name: "child")
         child.mergePolicy = policy
         let id = try await child.perform { context in
-            context.retainsRegisteredObjects = true
-            let note = try MergeWorld.named(Note.self, "a", in: context)
-            _ = note.tags.count
-            _ = note.folder?.notes.count
-            for tag in try context.fetch(FetchRequest<Tag>()) { _ = tag.notes.count }
-            for folder in try context.fetch(FetchRequest<Folder>()) { _ = folder.notes.count }
-            return note.objectID
+            try MergeWorld.readEverything(in: context)
         }
         try await parent.perform { context in
             context.retainsRegisteredObjects = true

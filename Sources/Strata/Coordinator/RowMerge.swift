@@ -216,20 +216,7 @@ struct RowMerge {
             switch policy {
             case .mergeByPropertyObjectTrump: result.attributes[slot] = mine
             case .custom(let resolver):
-                let attribute = entity.attributes[slot]
-                switch try resolver.decide(conflict, attribute.name) {
-                case .object: result.attributes[slot] = mine
-                case .store: break
-                case .value(.attribute(let value)):
-                    if let value, !attribute.type.accepts(value) {
-                        throw StrataError.typeMismatch(
-                            key: attribute.name, entity: entity.name, expected: attribute.type.description, actual: "\(value.kindName) \(value)")
-                    }
-                    result.attributes[slot] = value
-                case .value(let other):
-                    throw StrataError.typeMismatch(
-                        key: attribute.name, entity: entity.name, expected: attribute.type.description, actual: "a relationship value (\(other))")
-                }
+                result.attributes[slot] = try Self.decide(slot, of: entity, by: resolver, in: conflict, mine: mine, theirs: result.attributes[slot])
             default: break   // the other side's value
             }
         }
@@ -324,20 +311,7 @@ extension RowMerge {
                     merged.attributes[slot] = value
                     continue
                 }
-                let attribute = entity.attributes[slot]
-                switch try resolver.decide(conflict, attribute.name) {
-                case .object: merged.attributes[slot] = value
-                case .store: break
-                case .value(.attribute(let chosen)):
-                    if let chosen, !attribute.type.accepts(chosen) {
-                        throw StrataError.typeMismatch(
-                            key: attribute.name, entity: entity.name, expected: attribute.type.description, actual: "\(chosen.kindName) \(chosen)")
-                    }
-                    merged.attributes[slot] = chosen
-                case .value(let other):
-                    throw StrataError.typeMismatch(
-                        key: attribute.name, entity: entity.name, expected: attribute.type.description, actual: "a relationship value (\(other))")
-                }
+                merged.attributes[slot] = try decide(slot, of: entity, by: resolver, in: conflict, mine: value, theirs: stored)
             default:
                 break
             }
@@ -355,6 +329,31 @@ extension RowMerge {
             }
         }
         return (merged, conflict)
+    }
+
+    /// A custom resolver's decision on attribute `slot` of `conflict`: `mine` (the saving
+    /// side's value), `theirs` (the other side's) or a value of its own, of the attribute's type.
+    ///
+    /// - Throws: what the resolver throws; ``StrataError/typeMismatch(key:entity:expected:actual:)``
+    ///   for a value of another type, or a relationship value.
+    static func decide(
+        _ slot: Int, of entity: EntityDescription, by resolver: MergeResolver, in conflict: MergeConflict,
+        mine: AttributeValue?, theirs: AttributeValue?
+    ) throws -> AttributeValue? {
+        let attribute = entity.attributes[slot]
+        switch try resolver.decide(conflict, attribute.name) {
+        case .object: return mine
+        case .store: return theirs
+        case .value(.attribute(let value)):
+            if let value, !attribute.type.accepts(value) {
+                throw StrataError.typeMismatch(
+                    key: attribute.name, entity: entity.name, expected: attribute.type.description, actual: "\(value.kindName) \(value)")
+            }
+            return value
+        case .value(let other):
+            throw StrataError.typeMismatch(
+                key: attribute.name, entity: entity.name, expected: attribute.type.description, actual: "a relationship value (\(other))")
+        }
     }
 
     /// The destinations of a relationship value.
