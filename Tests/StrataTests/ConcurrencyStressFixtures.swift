@@ -206,7 +206,14 @@ enum StressSettings {
         if let text = ProcessInfo.processInfo.environment["STRATA_STRESS_SEED"], let seed = UInt64(text) {
             return [seed]
         }
-        return (mode == .conserved ? [1, 2, 3] : [1, 2]) + [randomSeed]
+        // 717600 (disjoint, 120 steps): a merge's edge repair in a parent cleared an
+        // account's holder that no side had changed (fixed: the to-one end decides).
+        let fixed: [UInt64] = switch mode {
+        case .conserved: [1, 2, 3]
+        case .disjoint: [1, 2, 717_600]
+        default: [1, 2]
+        }
+        return fixed + [randomSeed]
     }
 
     private static let randomSeed = UInt64.random(in: 4...999_999)

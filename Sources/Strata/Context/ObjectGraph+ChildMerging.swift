@@ -180,6 +180,12 @@ extension ObjectGraph {
                     try cut([candidate], from: object, slot: slot)   // it stays with the object it holds
                     continue
                 }
+                if !present, held === object, object.entity.relationships[slot].isToMany {
+                    // A to-many side never clears the other end's to-one: that end decides
+                    // (its own change, or none), so the object keeps it as a member.
+                    try keep(end, in: object, slot: slot)
+                    continue
+                }
                 end.prepareRelationshipChange(inverse)
                 end.storeRelationship(.toOne(present ? object : nil), at: inverse)
             case .toMany(var members):
@@ -192,6 +198,16 @@ extension ObjectGraph {
             }
             end.markChanged()
         }
+    }
+
+    /// Puts `member` back into to-many relationship `slot` of `object` (its side only).
+    private func keep(_ member: ManagedObject, in object: ManagedObject, slot: Int) throws {
+        guard !object.isDeleted, case .toMany(var members) = object.relationshipStorage(at: slot), !members.contains(member) else { return }
+        object.prepareRelationshipChange(slot)
+        object.storeRelationship(.notLoaded, at: slot)
+        _ = members.insert(member)
+        object.storeRelationship(.toMany(members), at: slot)
+        object.markChanged()
     }
 
     /// Takes `ids` out of relationship `slot` of `object` (its side only).

@@ -387,6 +387,9 @@ extension StoreWriter {
                 try setPlanned(.toOne(source), of: end, slot: slot, storage: storage, in: &work)
             } else {
                 guard held == source else { return true }
+                // A to-many side never clears the foreign key of the other end: that end's
+                // own row (its to-one) decides, and the links follow it (rule 11).
+                if !sourceIsToOne { return true }
                 try setPlanned(.toOne(nil), of: end, slot: slot, storage: storage, in: &work)
             }
         case .toMany(let ids):
