@@ -56,9 +56,11 @@ faults: $(FAULTS)/libstrata_faults.so
 ## ThreadSanitizer, side by side with the other suites, they miss those deadlines (no race).
 ## The performAndWait suite runs with them: its eight threads hand one context to each
 ## other 8,000 times, two thread wake-ups each, which take 6 s alone under ThreadSanitizer
-## and overran its 60 s watchdog beside the other suites (at 69ec07d and acb35b9, no report).
+## and overran its 60 s watchdog beside the other suites (at 69ec07d and acb35b9, no report);
+## so do the lock and parent-child deadlock suites, `make test`'s other timed suites (the
+## latter overran their 30 s watchdogs beside the rest at 46644f6, no report).
 TSAN_SUITES ?= Context|Container|ObjectGraph|Coordinator|StoreFileConcurrency|FetchPlanner|QueryGeneration|GroupCommit|StoreIntegrity|MapFull
-TSAN_MAIN_THREAD ?= ContextWaitCycle|ContextMainQueue|ContextPerformAndWait
+TSAN_MAIN_THREAD ?= $(TIMED_SUITES)
 TSAN_STRESS ?= ConcurrencyStress
 TSAN_TEST := TSAN_OPTIONS=halt_on_error=1 $(SWIFT) test --sanitize=thread --scratch-path .build-tsan
 tsan: deps

@@ -311,4 +311,104 @@ struct ChildUniquenessTests {
         try await parent.perform { context in try context.save() }
         #expect(try await UniquenessConstraintTests.stored(on: coordinator) == ["a@x//-", "b@x//-", "c@x//-", "moved@x/eu/-"])
     }
+
+    /// The account `id` in `context`.
+    static func account(_ context: isolated ManagedObjectContext, _ id: ManagedObjectID) throws -> UserAccount {
+        try #require(try context.existingObject(with: id) as? UserAccount)
+    }
+
+    /// Runs `body` in a new child of `parent` and saves it; the constraint conflicts, if any.
+    static func childChanges(
+        in parent: ManagedObjectContext, policy: MergePolicy = .error,
+        _ body: @escaping @Sendable (isolated ManagedObjectContext) throws -> Void
+    ) async throws -> [ConstraintConflict] {
+        let child = ManagedObjectContext(.privateQueue, parent: parent, name: "editor")
+        child.mergePolicy = policy
+        return try await child.perform { context in
+            try body(context)
+            do {
+                try context.save()
+                return []
+            } catch let error as StrataError where error.code == .constraintConflicts {
+                return error.constraintConflicts
+            }
+        }
+    }
+
+    @Test("a child's changes of constrained values are checked too: onto a stored object's email, a parent's new object's, another changed object's, or a compound pair completed by the parent's values; swapping emails and moving onto values the save frees pass")
+    func childChangesOfConstrainedValues() async throws {
+        let coordinator = try await AccountsModel.coordinator()
+        let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "parent")
+        let ids = try await parent.perform { context in
+            try UniquenessConstraintTests.insert([("a@x", "eu", "h"), ("b@x", "us", "h"), ("c@x", "eu", nil)], into: context)
+        }
+        let pending = try await parent.perform { context in
+            let account = UserAccount()
+            account.email = "pending@x"
+            try context.insert(account)
+            return account.objectID
+        }
+        let ontoStored = try await Self.childChanges(in: parent) { context in try ChildUniquenessTests.account(context, ids[2]).email = "a@x" }
+        #expect(ontoStored.count == 1 && ontoStored[0].existingObjectID == ids[0] && ontoStored[0].objectIDs == [ids[2]])
+        let ontoPending = try await Self.childChanges(in: parent) { context in try ChildUniquenessTests.account(context, ids[2]).email = "pending@x" }
+        #expect(ontoPending.count == 1 && ontoPending[0].existingObjectID == pending)
+        let bothOntoOne = try await Self.childChanges(in: parent) { context in
+            try ChildUniquenessTests.account(context, ids[0]).email = "same@x"
+            try ChildUniquenessTests.account(context, ids[1]).email = "same@x"
+        }
+        #expect(bothOntoOne.count == 1 && Set(bothOntoOne[0].objectIDs) == [ids[0], ids[1]] && bothOntoOne[0].existingObjectID == nil)
+        // (us, h) is b@x's: c@x's handle alone is set; its region comes from the parent.
+        let compound = try await Self.childChanges(in: parent) { context in
+            let c = try ChildUniquenessTests.account(context, ids[2])
+            c.region = "us"
+            c.handle = "h"
+        }
+        #expect(compound.count == 1 && compound[0].constraint == ["region", "handle"] && compound[0].existingObjectID == ids[1])
+        let swapped = try await Self.childChanges(in: parent) { context in
+            try ChildUniquenessTests.account(context, ids[0]).email = "b@x"
+            try ChildUniquenessTests.account(context, ids[1]).email = "a@x"
+            try ChildUniquenessTests.account(context, ids[2]).email = "c2@x"
+        }
+        #expect(swapped.isEmpty)
+        let freed = try await Self.childChanges(in: parent) { context in
+            try ChildUniquenessTests.account(context, ids[2]).email = "a@x"   // a@x is b@x's now, which moves on
+            try ChildUniquenessTests.account(context, ids[1]).email = "z@x"
+        }
+        #expect(freed.isEmpty)
+        try await parent.perform { context in try context.save() }
+        #expect(try await UniquenessConstraintTests.stored(on: coordinator) == ["a@x/eu/-", "b@x/eu/h", "pending@x//-", "z@x/us/h"])
+    }
+
+    @Test("under a merging policy a child's new objects that claim the same values as each other or as the parent's are left to the root's save, which makes them one object")
+    func childDuplicatesMergeAtTheRoot() async throws {
+        let coordinator = try await AccountsModel.coordinator()
+        let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "parent")
+        parent.mergePolicy = .mergeByPropertyObjectTrump
+        try await parent.perform { context in
+            context.retainsRegisteredObjects = true
+            let account = UserAccount()
+            account.email = "twice@x"
+            account.name = "parent's"
+            try context.insert(account)
+        }
+        let conflicts = try await Self.childChanges(in: parent, policy: .mergeByPropertyObjectTrump) { context in
+            for name in ["child's first", "child's second"] {
+                let account = UserAccount()
+                account.email = "twice@x"
+                account.name = name
+                try context.insert(account)
+            }
+        }
+        #expect(conflicts.isEmpty)
+        let (inserted, kept) = try await parent.perform { context in
+            let inserted = context.insertedObjects.count
+            try context.save()
+            return (inserted, context.registeredObjects.compactMap { $0 as? UserAccount }.filter { $0.faultState != .inaccessible }.map(\.name))
+        }
+        #expect(inserted == 3 && kept == ["child's second"], "\(kept)")
+        let names = try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+            try context.fetch(FetchRequest<UserAccount>()).map(\.name)
+        }
+        #expect(names == ["child's second"], "the parent's object first, then the child's two over it, in the save's order")
+    }
 }

@@ -135,24 +135,145 @@ struct UpsertTests {
         #expect(try await Self.stored(coordinator) == ["stored 8 - Red", "Blue: 0", "Red: 1"])
     }
 
-    @Test("two new objects of one save claiming the same values are not merged into each other: the save fails under every policy")
-    func duplicatesWithinASaveStillFail() async throws {
+    static func policy(named name: String) -> MergePolicy {
+        switch name {
+        case "mergeByPropertyObjectTrump": .mergeByPropertyObjectTrump
+        case "mergeByPropertyStoreTrump": .mergeByPropertyStoreTrump
+        case "overwrite": .overwrite
+        default: .rollback
+        }
+    }
+
+    @Test("two new objects of one save claiming the same values become one object: the first is the existing one for the second (its team and values merged by the policy's rules); the context keeps the second instance, reports one insert, and both teams read what was stored", arguments: [
+        ("mergeByPropertyObjectTrump", "second 2 h2 Blue"),
+        ("mergeByPropertyStoreTrump", "first 1 h1 Red"),
+        ("overwrite", "second 2 h2 Blue"),
+        ("rollback", "first 1 h1 Red"),
+    ])
+    func duplicatesWithinASave(policyName: String, expected: String) async throws {
         let (coordinator, _) = try await Self.world()
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "importer")
-        context.mergePolicy = .mergeByPropertyObjectTrump
-        let failed = try await context.perform { context -> Bool in
-            for _ in 0..<2 {
+        context.mergePolicy = Self.policy(named: policyName)
+        let saves = context.notifications(of: [.didSave])
+        let outcome = try await context.perform { context in
+            let red = Team(), blue = Team()
+            red.name = "New red"
+            blue.name = "New blue"
+            try context.insert(red)
+            try context.insert(blue)
+            var accounts: [UserAccount] = []
+            for (number, team) in [(1, red), (2, blue)] {
                 let account = UserAccount()
                 account.email = "new@x"
+                account.region = "r\(number)"
+                account.handle = "h\(number)"
+                account.name = number == 1 ? "first" : "second"
+                account.visits = Int64(number)
                 try context.insert(account)
+                account.team = team
+                accounts.append(account)
             }
+            try context.save()
+            let kept = accounts[1]
+            return (
+                first: accounts[0].faultState == .inaccessible, keptID: kept.objectID,
+                kept: "\(kept.name) \(kept.visits) \(kept.handle ?? "-") \(kept.team?.name.split(separator: " ").last.map(String.init) ?? "-")",
+                teams: [red, blue].map { "\($0.name): \($0.accounts.map(\.name).sorted())" },
+                registered: context.registeredObject(for: kept.objectID) === kept)
+        }
+        let expectedTeam = expected.hasSuffix("Blue") ? "Blue" : "Red"
+        #expect(outcome.first, "the first instance leaves the context")
+        #expect(outcome.registered && !outcome.keptID.isTemporaryID)
+        #expect(outcome.kept == expected.replacingOccurrences(of: "Blue", with: "blue").replacingOccurrences(of: "Red", with: "red"))
+        let name = String(expected.split(separator: " ")[0])
+        #expect(outcome.teams == (expectedTeam == "Blue" ? ["New red: []", "New blue: [\"\(name)\"]"] : ["New red: [\"\(name)\"]", "New blue: []"]))
+        let stored = try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+            var request = FetchRequest<UserAccount>()
+            request.predicate = try FetchPredicate(format: "email == %@", "new@x")
+            return try context.fetch(request).map { "\($0.objectID == outcome.keptID) \($0.name) \($0.visits) \($0.handle ?? "-") \($0.team?.name ?? "-")" }
+        }
+        #expect(stored == ["true " + expected.replacingOccurrences(of: "Blue", with: "New blue").replacingOccurrences(of: "Red", with: "New red")])
+        var iterator = saves.makeAsyncIterator()
+        let saved = try #require(await iterator.next())
+        #expect(saved.insertedObjectIDs.filter { $0.entityName == "UserAccount" } == [outcome.keptID])
+        #expect(saved.updatedObjectIDs.isEmpty)
+    }
+
+    @Test("new objects linked through several constraints become one (c@x with (r, h1), b@x with (r, h1), b@x with (r, h2)); with a stored holder among them they all become it; .error fails the same save")
+    func chainsOfClaims() async throws {
+        let (coordinator, existing) = try await Self.world()
+        func insertChain(_ context: isolated ManagedObjectContext, withStored: Bool) throws -> [UserAccount] {
+            var accounts: [UserAccount] = []
+            let chain = withStored ? [("a@x", "h1"), ("d@x", "h1"), ("d@x", "h3")] : [("c@x", "h1"), ("b@x", "h1"), ("b@x", "h2")]
+            for (email, handle) in chain {
+                let account = UserAccount()
+                account.email = email
+                account.region = "r"
+                account.handle = handle
+                account.name = "\(email) \(handle)"
+                try context.insert(account)
+                accounts.append(account)
+            }
+            return accounts
+        }
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "importer")
+        let refused = try await context.perform { context -> Int in
+            _ = try insertChain(context, withStored: false)
             do {
                 try context.save()
-                return false
+                return -1
             } catch let error as StrataError where error.code == .constraintConflicts {
-                return error.constraintConflicts.count == 1 && error.constraintConflicts[0].objectIDs.count == 2
+                context.rollback()
+                return error.constraintConflicts.count
             }
         }
-        #expect(failed)
+        #expect(refused == 2, "b@x and (r, h1): each conflict listed")
+        context.mergePolicy = .mergeByPropertyObjectTrump
+        let (newIDs, storedIDs) = try await context.perform { context in
+            let new = try insertChain(context, withStored: false)
+            try context.save()
+            let newIDs = Set(new.filter { $0.faultState != .inaccessible }.map(\.objectID))
+            let joined = try insertChain(context, withStored: true)
+            try context.save()
+            return (newIDs, Set(joined.filter { $0.faultState != .inaccessible }.map(\.objectID)))
+        }
+        #expect(newIDs.count == 1 && storedIDs == [existing])
+        let stored = try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+            try context.fetch(FetchRequest<UserAccount>()).map { "\($0.email ?? "-") \($0.region) \($0.handle ?? "-") \($0.name)" }.sorted()
+        }
+        // The first chain: c@x (r, h1), then b@x (r, h1) over it, then b@x (r, h2) over that.
+        // The second the same over the stored a@x; (r, h1) is free again, as the first
+        // chain's object moved to (r, h2) before it was written.
+        #expect(stored == ["b@x r h2 b@x h2", "d@x r h3 d@x h3"])
+    }
+
+    @Test("new objects claiming values two different stored objects hold cannot become both: the save fails under a merging policy, listing the conflicts, and nothing is written")
+    func twoHoldersFail() async throws {
+        let (coordinator, _) = try await Self.world()
+        try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+            let other = UserAccount()
+            other.email = "z@x"
+            other.region = "r"
+            other.handle = "h"
+            try context.insert(other)
+            try context.save()
+        }
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "importer")
+        context.mergePolicy = .mergeByPropertyObjectTrump
+        let conflicts = try await context.perform { context -> [ConstraintConflict] in
+            let account = UserAccount()
+            account.email = "a@x"   // held by the world's account
+            account.region = "r"
+            account.handle = "h"    // (r, h) held by z@x
+            try context.insert(account)
+            do {
+                try context.save()
+                return []
+            } catch let error as StrataError where error.code == .constraintConflicts {
+                return error.constraintConflicts
+            }
+        }
+        #expect(conflicts.count == 2 && conflicts.allSatisfy { $0.existingObjectID != nil })
+        #expect(try await Self.stored(coordinator) == ["stored 5 - Red", "Blue: 0", "Red: 1"])
     }
 }

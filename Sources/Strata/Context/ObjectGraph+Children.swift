@@ -135,7 +135,7 @@ extension ObjectGraph {
     ///   merge automatically, and what settling conflicts did, for the child.
     func acceptChildSave(_ save: ChildSave) throws -> (changes: ObjectChangeSets, merge: MergeResult) {
         let model = try model
-        if !save.inserted.isEmpty { try checkUniqueness(of: save) }
+        if model.hasUniquenessConstraints, !save.inserted.isEmpty || !save.updated.isEmpty { try checkUniqueness(of: save) }
         // Check every existing object first, so a failure changes nothing.
         var conflicts: [MergeConflict] = []
         // The indices (in `targets`) of the objects in conflict.

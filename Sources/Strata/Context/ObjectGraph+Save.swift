@@ -157,6 +157,7 @@ extension ObjectGraph {
         advanceGeneration(afterSavingTo: outcome.generation)
 
         var madePermanent: [ManagedObjectID: ManagedObjectID] = [:]
+        var replaced: Set<ObjectIdentifier> = []
         let recordsIDs = isInTree
         for (index, save) in plan.saves.enumerated() {
             let storeNumber = StoreNumbers.number(for: save.store.identifier)
@@ -175,11 +176,13 @@ extension ObjectGraph {
                 if object.hasTemporaryID {
                     if !outcome.merge.adopted.isEmpty, let existing = outcome.merge.adopted[object.objectID],
                        let other = registeredObject(for: existing), other !== object {
-                        // The new object became this stored one (an upsert): it takes the
-                        // place of the object registered for it, which leaves.
+                        // The new object became this stored one, or another new one of this
+                        // save (an upsert): it takes the place of the object registered for
+                        // it, which leaves.
                         unregister(other)
                         other.invalidate()
                         recordEvent(other, in: .invalidated)
+                        replaced.insert(ObjectIdentifier(other))
                     }
                     let temporary = recordsIDs ? object.storedObjectID : nil
                     reregister(object, store: storeNumber, primaryKey: key)
@@ -195,7 +198,7 @@ extension ObjectGraph {
         // Descendants may have these objects under their temporary IDs.
         if recordsIDs && !madePermanent.isEmpty { family.record(madePermanent) }
         var batch = batch
-        if !outcome.merge.isEmpty { settle(outcome.merge, in: &batch) }
+        if !outcome.merge.isEmpty { settle(outcome.merge, replaced: replaced, in: &batch) }
         for object in batch.deleted + batch.discarded {
             forget(object)
         }
@@ -218,11 +221,14 @@ extension ObjectGraph {
 
     /// After a save whose conflicts the write settled: objects whose rows were deleted
     /// elsewhere leave as deleted (the save reports them so); objects the save meant to
-    /// delete that stay take their stored state and are no longer deleted.
-    private func settle(_ merge: MergeResult, in batch: inout SaveBatch) {
+    /// delete that stay take their stored state and are no longer deleted; new objects
+    /// another took the place of (`replaced`) are not reported.
+    private func settle(_ merge: MergeResult, replaced: Set<ObjectIdentifier> = [], in batch: inout SaveBatch) {
         if !merge.adopted.isEmpty {
-            // New objects that became stored ones were updates of those.
-            let adopted = Set(merge.adopted.values)
+            // New objects that another new object of the save took the place of were never
+            // stored; those that became stored ones were updates of those.
+            batch.inserted.removeAll { replaced.contains(ObjectIdentifier($0)) }
+            let adopted = Set(merge.adopted.values).subtracting(merge.joinedInserts)
             batch.updated += batch.inserted.filter { adopted.contains($0.objectID) }
             batch.inserted.removeAll { adopted.contains($0.objectID) }
         }

@@ -304,10 +304,24 @@ extension ObjectSnapshot {
         copy.relationships = relationships.map { relationship in
             switch relationship {
             case .toOne(let id): .toOne(id.map { ids[$0] ?? $0 })
-            case .toMany(let many): .toMany(many.map { ids[$0] ?? $0 })
+            case .toMany(let many): .toMany(Self.mapped(many, through: ids))
             case .notLoaded: .notLoaded
             }
         }
         return copy
+    }
+
+    /// `members` mapped through `ids`, without repeats: two members may have become one
+    /// (new objects merged by a uniqueness constraint).
+    private static func mapped(_ members: [ManagedObjectID], through ids: [ManagedObjectID: ManagedObjectID]) -> [ManagedObjectID] {
+        var replaced = false
+        let mapped = members.map { member in
+            guard let new = ids[member] else { return member }
+            replaced = true
+            return new
+        }
+        guard replaced else { return mapped }
+        var seen = Set<ManagedObjectID>()
+        return mapped.filter { seen.insert($0).inserted }
     }
 }

@@ -27,9 +27,13 @@ struct MergeResult: Sendable {
     var touched: Set<ManagedObjectID> = []
     /// The conflicts settled, one per object.
     var conflicts: [MergeConflict] = []
-    /// New objects that became existing ones (a uniqueness constraint's upsert): the
-    /// permanent ID each temporary one took.
+    /// New objects that became other objects (a uniqueness constraint's upsert): the
+    /// permanent ID each temporary one took, a stored object's or that of another new
+    /// object of the save.
     var adopted: [ManagedObjectID: ManagedObjectID] = [:]
+    /// The IDs among ``adopted``'s that name new rows (new objects merged into another new
+    /// one): the save inserted them.
+    var joinedInserts: Set<ManagedObjectID> = []
 
     /// Whether no conflict was settled.
     var isEmpty: Bool { conflicts.isEmpty }
@@ -42,6 +46,29 @@ struct MergeResult: Sendable {
         touched.formUnion(other.touched)
         conflicts += other.conflicts
         adopted.merge(other.adopted) { $1 }
+        joinedInserts.formUnion(other.joinedInserts)
+    }
+
+    /// The temporary IDs of the new rows of a save replaced by their permanent ones
+    /// (`keys`: each row's primary key, as written), wherever the results name them.
+    mutating func replaceTemporaryIDs(of rows: EncodedRows, keys: [UInt64], store: StoreFile) {
+        var permanent: [ManagedObjectID: ManagedObjectID] = [:]
+        for (row, key) in zip(rows.rows, keys) {
+            guard let id = row.objectID, id.isTemporaryID, let storage = store.entityStorage(numbered: row.entity),
+                  let primaryKey = PrimaryKey(key)
+            else { continue }
+            permanent[id] = store.objectID(entity: storage.name, key: primaryKey)
+        }
+        guard !permanent.isEmpty else { return }
+        func mapped(_ id: ManagedObjectID) -> ManagedObjectID { permanent[id] ?? id }
+        var newMerged: [ManagedObjectID: ObjectSnapshot] = [:]
+        for (id, snapshot) in merged {
+            if id.isTemporaryID { joinedInserts.insert(mapped(id)) }
+            newMerged[mapped(id)] = snapshot.replacingIDs(permanent)
+        }
+        merged = newMerged
+        touched = Set(touched.map(mapped))
+        adopted = adopted.mapValues(mapped)
     }
 }
 

@@ -24,6 +24,10 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
     /// The resolved entities by name.
     public let entitiesByName: [String: EntityDescription]
 
+    /// Whether any entity has uniqueness constraints (saves of a model without any skip
+    /// their checks).
+    let hasUniquenessConstraints: Bool
+
     /// A stable digest of everything that affects storage: entity names and inheritance,
     /// stored attribute names, types and indexes, relationship names, destinations and
     /// kinds. Default values, validation rules, delete rules and transient attributes do
@@ -114,6 +118,7 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
         }
         guard problems.isEmpty else { throw ModelError(problems: problems) }
         entitiesByName = resolved
+        hasUniquenessConstraints = resolved.values.contains { !$0.uniquenessConstraints.isEmpty }
         versionHash = Self.hash(resolved)
         self.configurations = expanded
     }

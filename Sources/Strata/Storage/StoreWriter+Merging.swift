@@ -33,6 +33,67 @@ extension StoreWriter {
         var touched: Set<ManagedObjectID> = []
         /// The primary key of each new row that became an existing one, by row index.
         var adoptedKeys: [Int: UInt64] = [:]
+        /// New rows merged into another new or existing row of the save (not written), by
+        /// row index: that row's index.
+        var sameRow: [Int: Int] = [:]
+    }
+
+    /// New objects of one save that become one object (<doc:MergePolicies>, rule 10).
+    struct Join {
+        /// Their rows, in the save's order.
+        var rows: [Int]
+        /// The stored object they become; nil when they become the first row's object.
+        var existing: ManagedObjectID?
+
+        /// The ID of the object they become (the first row's, temporary, when new).
+        func target(in rows: EncodedRows) -> ManagedObjectID {
+            existing ?? rows.rows[self.rows[0]].objectID ?? temporaryPlaceholder
+        }
+    }
+
+    /// The groups of new objects of a save that the merge can make one: objects linked by
+    /// claims of the same constrained values (two objects claiming one value of one
+    /// constraint and another value of another are one group), each a new object with a
+    /// temporary ID, with at most one stored holder among them that the save neither
+    /// writes nor deletes. The rest is left to the final check, which fails the save.
+    func joins(of unique: UniqueChanges, in rows: EncodedRows, deleting deleted: [StoreChanges.Deletion]) -> [Join] {
+        var parent: [Int: Int] = [:]
+        func root(_ index: Int) -> Int {
+            var index = index
+            while let next = parent[index], next != index { index = next }
+            return index
+        }
+        for claimants in unique.claimants {
+            let first = root(claimants[0])
+            parent[first] = parent[first] ?? first
+            for claimant in claimants.dropFirst() {
+                let other = root(claimant)
+                if other != first { parent[other] = first }
+            }
+        }
+        var members: [Int: [Int]] = [:]
+        for index in parent.keys { members[root(index), default: []].append(index) }
+        var holders: [Int: Set<ManagedObjectID>] = [:]
+        for (conflict, claimants) in zip(unique.conflicts, unique.claimants) {
+            guard let existing = conflict.existingObjectID else { continue }
+            holders[root(claimants[0]), default: []].insert(existing)
+        }
+        var taken = Set(deleted.map(\.objectID))
+        for row in rows.rows where !row.isInsert { taken.insert(rowID(row)) }
+        var joins: [Join] = []
+        for (group, indices) in members.sorted(by: { $0.key < $1.key }) {
+            let held = holders[group] ?? []
+            guard held.count <= 1, indices.allSatisfy({ rows.rows[$0].isInsert && rows.rows[$0].objectID?.isTemporaryID == true }) else {
+                continue
+            }
+            if let existing = held.first {
+                guard taken.insert(existing).inserted else { continue }
+            } else if indices.count < 2 {
+                continue
+            }
+            joins.append(Join(rows: indices.sorted(), existing: held.first))
+        }
+        return joins
     }
 
     /// The stored state of `id` with its to-many relationships, or nil when it has no row.
@@ -86,34 +147,27 @@ extension StoreWriter {
     ) throws -> (keys: [UInt64], result: MergeResult) {
         var result = MergeResult()
         var decided: [(id: ManagedObjectID, state: DecidedState)] = []
-        // 0. A new object claiming a stored object's constrained values becomes that object
-        //    (an upsert, rule 10): its row changes the stored one.
-        var adoptions: [(index: Int, temporary: ManagedObjectID, existing: ManagedObjectID)] = []
+        // 0. New objects claiming the same constrained values become one object (an upsert,
+        //    rule 10): the stored object that holds them, or else the first of them; each of
+        //    the others is upserted onto it in the save's order.
         let unique = try unique ?? uniqueChanges(rows, deleting: deleted)
-        if !unique.conflicts.isEmpty {
-            // The stored objects the save writes or deletes itself cannot be adopted.
-            var taken = Set(deleted.map(\.objectID))
-            for row in rows.rows where !row.isInsert { taken.insert(rowID(row)) }
-            var adoptedRows = Set<Int>()
-            for (conflict, claimants) in zip(unique.conflicts, unique.claimants) {
-                guard claimants.count == 1, let existing = conflict.existingObjectID, rows.rows[claimants[0]].isInsert,
-                      let temporary = rows.rows[claimants[0]].objectID, temporary.isTemporaryID,
-                      !adoptedRows.contains(claimants[0]), taken.insert(existing).inserted
-                else { continue }   // left to the final check, which fails the save
-                adoptedRows.insert(claimants[0])
-                adoptions.append((claimants[0], temporary, existing))
-            }
-        }
+        let joins = unique.conflicts.isEmpty ? [] : joins(of: unique, in: rows, deleting: deleted)
         var source = rows
-        if !adoptions.isEmpty {
+        var referencing: Set<ManagedObjectID> = []
+        if !joins.isEmpty {
             var ids: [ManagedObjectID: ManagedObjectID] = [:]
-            for adoption in adoptions { ids[adoption.temporary] = adoption.existing }
+            for join in joins {
+                for index in join.rows {
+                    guard let temporary = rows.rows[index].objectID, temporary != join.target(in: rows) else { continue }
+                    ids[temporary] = join.target(in: rows)
+                }
+            }
             for index in source.rows.indices {
                 guard let relationships = source.rows[index].relationships else { continue }
-                source.rows[index].relationships = ObjectSnapshot(
-                    objectID: ids[source.rows[index].objectID ?? temporaryPlaceholder] ?? source.rows[index].objectID ?? temporaryPlaceholder,
-                    version: 0, attributes: [], relationships: relationships
-                ).replacingIDs(ids).relationships
+                let id = source.rows[index].objectID ?? temporaryPlaceholder
+                let replaced = ObjectSnapshot(objectID: id, version: 0, attributes: [], relationships: relationships).replacingIDs(ids).relationships
+                if replaced != relationships, ids[id] == nil { referencing.insert(rowID(source.rows[index])) }
+                source.rows[index].relationships = replaced
             }
         }
         var work = MergeWork(rows: source)
@@ -122,21 +176,39 @@ extension StoreWriter {
                 work.rowIndex[id] = index
             }
         }
-        for adoption in adoptions {
-            let row = source.rows[adoption.index]
-            guard let storage = store.entityStorage(numbered: row.entity), let persisted = try persistedSnapshot(of: adoption.existing),
-                  let key = adoption.existing.primaryKey
-            else { continue }
-            let object = try rowSnapshot(row, in: source, storage: storage, id: adoption.existing)
-            var (merged, conflict) = try RowMerge.upsert(entity: storage.entity, object: object, persisted: persisted, policy: merging.policy)
-            merged.version = persisted.version
-            work.rowIndex[adoption.temporary] = nil
-            work.rowIndex[adoption.existing] = adoption.index
-            work.resolved[adoption.index] = merged
-            work.adoptedKeys[adoption.index] = key.rawValue
-            result.conflicts.append(conflict)
-            result.adopted[adoption.temporary] = adoption.existing
-            decided.append((adoption.existing, .adopted(adoption.index, object: object, persisted: persisted)))
+        work.touched = referencing   // their views of the objects that became one are read again
+        for join in joins {
+            let survivor = join.rows[0]
+            let row = source.rows[survivor]
+            let target = join.target(in: source)
+            guard let storage = store.entityStorage(numbered: row.entity) else { continue }
+            var base: ObjectSnapshot
+            if let existing = join.existing {
+                guard let persisted = try persistedSnapshot(of: existing), let key = existing.primaryKey else { continue }
+                base = persisted
+                work.adoptedKeys[survivor] = key.rawValue
+            } else {
+                base = try rowSnapshot(row, in: source, storage: storage, id: target)
+            }
+            for index in join.rows where index != survivor || join.existing != nil {
+                let object = try rowSnapshot(source.rows[index], in: source, storage: storage, id: target)
+                var (merged, conflict) = try RowMerge.upsert(entity: storage.entity, object: object, persisted: base, policy: merging.policy)
+                merged.version = base.version
+                result.conflicts.append(conflict)
+                decided.append((target, .adopted(survivor, object: object, persisted: base)))
+                base = merged
+            }
+            for index in join.rows {
+                guard let temporary = source.rows[index].objectID else { continue }
+                work.rowIndex[temporary] = nil
+                if temporary != target { result.adopted[temporary] = target }
+                if index != survivor {
+                    work.droppedRows.insert(index)
+                    work.sameRow[index] = survivor
+                }
+            }
+            work.rowIndex[target] = survivor
+            work.resolved[survivor] = base
         }
         let rows = source
 
@@ -244,9 +316,10 @@ extension StoreWriter {
         }
 
         let writtenKeys = try writeChecked(written, deleting: keptDeletions)
-        let keys = rows.rows.indices.map { index in
+        func key(of index: Int) -> UInt64 {
             position[index].map { writtenKeys[$0] } ?? work.adoptedKeys[index] ?? rows.rows[index].key
         }
+        let keys = rows.rows.indices.map { index in key(of: work.sameRow[index] ?? index) }
 
         for merged in work.resolved.values {
             var stored = merged
@@ -266,6 +339,7 @@ extension StoreWriter {
             result.undeleted[id] = stored
         }
         result.touched = work.touched.subtracting(result.merged.keys).subtracting(result.undeleted.keys).subtracting(result.vanished)
+        if !joins.isEmpty { result.replaceTemporaryIDs(of: rows, keys: keys, store: store) }
         return (keys, result)
     }
 
