@@ -59,3 +59,19 @@ saving() {
 report "root context save of N updates" "$(saving update fetch-update "$n")" "$(saving update fetch-update "$((2 * n))")"
 report "child -> parent save (one hop)" "$(saving child-update child-fetch "$n")" "$(saving child-update child-fetch "$((2 * n))")"
 report "middle of a chain -> root (one hop)" "$(saving chain-hop chain-leaf "$n")" "$(saving chain-hop chain-leaf "$((2 * n))")"
+
+# Upserts (scenario 7's entity, a unique code): N new objects into a store of N, half of
+# them colliding with a stored code, saved 1,000 at a time under mergeByPropertyObjectTrump;
+# and N with new codes under .error. The save alone: the run less the same run unsaved.
+for size in "$n" "$((2 * n))"; do
+    "$tool" coded-preload "$size" "$work/coded-$size" >/dev/null
+done
+coded() {
+    local with=$1 without=$2 size=$3
+    rm -rf "$work/copy" && cp -r "$work/coded-$size" "$work/copy"
+    local a; a=$(instructions "$with" "$size" "$work/copy")
+    rm -rf "$work/copy" && cp -r "$work/coded-$size" "$work/copy"
+    echo $(( a - $(instructions "$without" "$size" "$work/copy") ))
+}
+report "coded saves, new codes (.error)" "$(coded coded-insert coded-unsaved "$n")" "$(coded coded-insert coded-unsaved "$((2 * n))")"
+report "upsert saves, half colliding" "$(coded upsert upsert-unsaved "$n")" "$(coded upsert upsert-unsaved "$((2 * n))")"

@@ -22,6 +22,12 @@
 //   strata-profile chain-hop DIRECTORY       the same, then the middle saved into the root (a hop from the
 //                                            middle of a chain)
 //   strata-profile generate N                the import's input alone (subtracted from the imports)
+//   strata-profile coded-preload N DIRECTORY N coded objects (codes 0..<N, unique) for the upserts
+//   strata-profile upsert N DIRECTORY        N new coded objects, half of them with a stored code (N/2..<3N/2),
+//                                            saved 1,000 at a time under .mergeByPropertyObjectTrump
+//   strata-profile upsert-unsaved N DIRECTORY the same, each batch reset instead of saved
+//   strata-profile coded-insert N DIRECTORY  N new coded objects with new codes (N..<2N), saved 1,000 at a time
+//   strata-profile coded-unsaved N DIRECTORY the same, each batch reset instead of saved
 //
 // Everything runs on the main thread, synchronously: valgrind serialises threads, and
 // an `await` on another executor stalled it (see the Performance article).
@@ -284,6 +290,52 @@ struct RawStore {
     }
 }
 
+// MARK: Upserts
+
+/// Scenario 7's entity (Benchmarks/, `UpsertItem`): a unique code and three attributes.
+final class Coded: ManagedObject {
+    override class var uniquenessConstraints: [[String]] { [["code"]] }
+    @Attribute var code: Int64 = 0
+    @Attribute var name: String = ""
+    @Attribute var score: Double = 0
+    @Attribute var revision: Int64 = 0
+}
+
+func openCoded(_ directory: String) throws -> PersistentStoreCoordinator {
+    let coordinator = PersistentStoreCoordinator(managedObjectModel: try ManagedObjectModel(types: [Coded.self]))
+    var options = PersistentStore.Options()
+    options.mapSize = 1 << 30
+    options.durability = .noSync
+    try coordinator.addPersistentStoreSynchronously(type: .lmdb, at: URL(fileURLWithPath: directory, isDirectory: true), options: options)
+    return coordinator
+}
+
+/// Inserts a coded object for each of `codes`, `batch` per save (or per `reset()` when not
+/// `saving`), under `policy`.
+func codedInsert(_ codes: Range<Int64>, into directory: String, revision: Int64, policy: MergePolicy, saving: Bool, batch: Int = 1000) throws {
+    let context = ManagedObjectContext(.privateQueue, coordinator: try openCoded(directory))
+    context.mergePolicy = policy
+    try context.performAndWait { context in
+        context.notificationCenter = nil
+        var code = codes.lowerBound
+        while code < codes.upperBound {
+            let end = min(code + Int64(batch), codes.upperBound)
+            for value in code..<end {
+                let object = Coded()
+                object.code = value
+                object.name = revision == 0 ? "preloaded \(value)" : "upserted \(value)"
+                object.score = Double(value) * 2 + 0.5
+                object.revision = revision
+                try context.insert(object)
+            }
+            if saving { try context.save() }
+            context.reset()
+            code = end
+        }
+    }
+    print("inserted \(codes.count) coded objects\(saving ? "" : " (unsaved)")")
+}
+
 // MARK: Command line
 
 let arguments = CommandLine.arguments.dropFirst()
@@ -295,6 +347,17 @@ do {
         guard let count = Int(rest[0]), count > 0 else { fail("N must be a positive number") }
         let records = Record.make(count: count)
         if command == "import" { try strataImport(records, into: rest[1]) } else { RawStore(rest[1]).insert(records) }
+    case ("coded-preload", 3), ("upsert", 3), ("upsert-unsaved", 3), ("coded-insert", 3), ("coded-unsaved", 3):
+        let rest = Array(arguments.dropFirst())
+        guard let count = Int64(rest[0]), count > 1 else { fail("N must be a number above 1") }
+        switch command {
+        case "coded-preload":
+            try codedInsert(0..<count, into: rest[1], revision: 0, policy: .error, saving: true, batch: Int(count))
+        case "upsert", "upsert-unsaved":
+            try codedInsert(count / 2..<count / 2 + count, into: rest[1], revision: 1, policy: .mergeByPropertyObjectTrump, saving: command == "upsert")
+        default:
+            try codedInsert(count..<2 * count, into: rest[1], revision: 1, policy: .error, saving: command == "coded-insert")
+        }
     case ("generate", 2):
         guard let count = Int(arguments.last!), count > 0 else { fail("N must be a positive number") }
         let records = Record.make(count: count)

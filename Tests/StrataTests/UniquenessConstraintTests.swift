@@ -312,6 +312,22 @@ struct ChildUniquenessTests {
         #expect(try await UniquenessConstraintTests.stored(on: coordinator) == ["a@x//-", "b@x//-", "c@x//-", "moved@x/eu/-"])
     }
 
+    /// Inserts an account with `email` through a new root context under `.error`; the
+    /// constraint conflicts, if any (nothing is kept of a failed save).
+    static func rootInsert(_ email: String, into coordinator: PersistentStoreCoordinator) async throws -> [ConstraintConflict] {
+        try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+            let account = UserAccount()
+            account.email = email
+            try context.insert(account)
+            do {
+                try context.save()
+                return []
+            } catch let error as StrataError where error.code == .constraintConflicts {
+                return error.constraintConflicts
+            }
+        }
+    }
+
     /// The account `id` in `context`.
     static func account(_ context: isolated ManagedObjectContext, _ id: ManagedObjectID) throws -> UserAccount {
         try #require(try context.existingObject(with: id) as? UserAccount)

@@ -276,4 +276,41 @@ struct UpsertTests {
         #expect(conflicts.count == 2 && conflicts.allSatisfy { $0.existingObjectID != nil })
         #expect(try await Self.stored(coordinator) == ["stored 5 - Red", "Blue: 0", "Red: 1"])
     }
+
+    @Test("after a merged save mixing an upsert, a new email, an email moved to a freed value and a version conflict, the unique index names exactly the rows that hold each value")
+    func uniqueIndexAfterAMixedMerge() async throws {
+        let (coordinator, existing) = try await Self.world()
+        let ids = try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+            try UniquenessConstraintTests.insert([("m@x", "", nil), ("v@x", "", nil)], into: context)
+        }
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "importer")
+        context.mergePolicy = .mergeByPropertyObjectTrump
+        try await context.perform { context in
+            let conflicting = try #require(try context.existingObject(with: ids[1]) as? UserAccount)
+            _ = conflicting.email   // read at its first version
+        }
+        try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+            (try context.existingObject(with: ids[1]) as? UserAccount)?.visits = 9   // a version conflict for the importer
+            try context.save()
+        }
+        let fresh = try await context.perform { context in
+            let upsert = UserAccount()
+            upsert.email = "a@x"
+            try context.insert(upsert)
+            let fresh = UserAccount()
+            fresh.email = "fresh@x"
+            try context.insert(fresh)
+            (try context.existingObject(with: ids[0]) as? UserAccount)?.email = "moved@x"   // frees m@x
+            (try context.existingObject(with: ids[1]) as? UserAccount)?.name = "merged"
+            try context.save()
+            return fresh.objectID
+        }
+        // Each email now: a new object claiming it under .error meets exactly its holder.
+        for (email, holder) in [("a@x", existing), ("fresh@x", fresh), ("moved@x", ids[0]), ("v@x", ids[1])] {
+            let conflicts = try await ChildUniquenessTests.rootInsert(email, into: coordinator)
+            #expect(conflicts.map(\.existingObjectID) == [holder], "\(email)")
+        }
+        #expect(try await ChildUniquenessTests.rootInsert("m@x", into: coordinator).isEmpty, "m@x was freed")
+        #expect(try await UniquenessConstraintTests.stored(on: coordinator) == ["a@x//-", "fresh@x//-", "m@x//-", "moved@x//-", "v@x//-"])
+    }
 }

@@ -23,12 +23,7 @@ extension ObjectGraph {
             // Deleted here (or its row is gone): the deletion stands (rule 7).
             let merge = RowMerge(entity: entity, object: state, change: change, persisted: state, canonical: canonicalID)
             result.vanished.insert(change.objectID)
-            result.conflicts.append(MergeConflict(
-                objectID: change.objectID, objectSnapshot: PropertySnapshot(merge.object, entity: entity),
-                cachedSnapshot: PropertySnapshot(merge.cached, entity: entity), persistedSnapshot: nil,
-                oldVersion: stored(change.baseVersion ?? 0), newVersion: nil,
-                changedKeysInMemory: Set(merge.changedAttributes.map { entity.attributes[$0].name }
-                    + merge.changedRelationships.map { entity.relationships[$0].name })))
+            result.settled += 1
             for slot in entity.relationships.indices {
                 let candidates = Self.destinations(merge.object.relationships[slot]) + Self.destinations(merge.cached.relationships[slot])
                 try makeEdgesAgree(of: object, slot: slot, candidates: candidates, target: [], touched: &result.touched)
@@ -41,9 +36,8 @@ extension ObjectGraph {
         var persisted = snapshotForChild(of: object)
         persisted.version = stored(persisted.version)
         let merge = RowMerge(entity: entity, object: state, change: change, persisted: persisted, canonical: canonicalID)
-        let conflict = merge.conflict(storedVersion: stored(object.rowVersion))
-        let merged = try merge.merged(under: save.policy, conflict: conflict)
-        result.conflicts.append(conflict)
+        let merged = try merge.merged(under: save.policy, storedVersion: stored(object.rowVersion))
+        result.settled += 1
 
         var changed = false
         for slot in entity.storedAttributeSlots where merged.attributes[slot] != object.attributeValue(at: slot) {
@@ -96,10 +90,7 @@ extension ObjectGraph {
         var persisted = snapshotForChild(of: object)
         persisted.version &= ~ObjectSnapshot.unsavedMark
         let base = save.bases[id]
-        result.conflicts.append(MergeConflict(
-            objectID: id, objectSnapshot: nil, cachedSnapshot: base.map { PropertySnapshot($0, entity: entity) },
-            persistedSnapshot: PropertySnapshot(persisted, entity: entity), oldVersion: (base?.version ?? 0) & ~ObjectSnapshot.unsavedMark,
-            newVersion: persisted.version, changedKeysInMemory: Set(entity.propertyNames), changedKeysInStore: []))
+        result.settled += 1
         switch save.policy {
         case .mergeByPropertyObjectTrump, .overwrite, .custom:
             for slot in entity.relationships.indices {

@@ -195,7 +195,7 @@ extension PersistentStoreCoordinator {
             var outcome = SaveOutcome()
             try write(request.saves[...], into: &outcome)
             request.result = .success(outcome)
-            writeGroups.didCommit(saves: 1, failed: 0, resolvedConflicts: outcome.merge.conflicts.count)
+            writeGroups.didCommit(saves: 1, failed: 0, resolvedConflicts: outcome.merge.settled)
         } catch {
             request.result = .failure(error)
             writeGroups.didCommit(saves: 0, failed: 1)
@@ -237,7 +237,7 @@ extension PersistentStoreCoordinator {
             request.result = result
             if case .success(let outcome) = result {
                 saved += 1
-                resolved += outcome.merge.conflicts.count
+                resolved += outcome.merge.settled
             }
         }
         writeGroups.didCommit(saves: saved, failed: requests.count - saved, resolvedConflicts: resolved)

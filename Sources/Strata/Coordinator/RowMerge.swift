@@ -25,8 +25,10 @@ struct MergeResult: Sendable {
     /// consistent, or whose stored state now differs from what the context wrote: the
     /// context reads them again.
     var touched: Set<ManagedObjectID> = []
-    /// The conflicts settled, one per object.
-    var conflicts: [MergeConflict] = []
+    /// How many conflicts were settled (one per object): what
+    /// ``WriteStatistics/resolvedConflicts`` counts. (The records themselves are made only
+    /// for a custom policy's resolver, which reads them.)
+    var settled = 0
     /// New objects that became other objects (a uniqueness constraint's upsert): the
     /// permanent ID each temporary one took, a stored object's or that of another new
     /// object of the save.
@@ -36,15 +38,20 @@ struct MergeResult: Sendable {
     var joinedInserts: Set<ManagedObjectID> = []
 
     /// Whether no conflict was settled.
-    var isEmpty: Bool { conflicts.isEmpty }
+    var isEmpty: Bool { settled == 0 }
 
     /// Adds `other`'s results (another store's).
     mutating func add(_ other: MergeResult) {
+        guard !other.isEmpty || !other.touched.isEmpty else { return }
+        guard !isEmpty || !touched.isEmpty else {
+            self = other   // the first store's results: nothing to merge them with
+            return
+        }
         merged.merge(other.merged) { $1 }
         vanished.formUnion(other.vanished)
         undeleted.merge(other.undeleted) { $1 }
         touched.formUnion(other.touched)
-        conflicts += other.conflicts
+        settled += other.settled
         adopted.merge(other.adopted) { $1 }
         joinedInserts.formUnion(other.joinedInserts)
     }
@@ -52,14 +59,26 @@ struct MergeResult: Sendable {
     /// The temporary IDs of the new rows of a save replaced by their permanent ones
     /// (`keys`: each row's primary key, as written), wherever the results name them.
     mutating func replaceTemporaryIDs(of rows: EncodedRows, keys: [UInt64], store: StoreFile) {
+        var named = Set(merged.keys.filter(\.isTemporaryID))
+        named.formUnion(touched.filter(\.isTemporaryID))
+        named.formUnion(adopted.values.filter(\.isTemporaryID))
+        for snapshot in merged.values {
+            for value in snapshot.relationships {
+                switch value {
+                case .toOne(let id?) where id.isTemporaryID: named.insert(id)
+                case .toMany(let ids): named.formUnion(ids.filter(\.isTemporaryID))
+                default: break
+                }
+            }
+        }
+        guard !named.isEmpty else { return }
         var permanent: [ManagedObjectID: ManagedObjectID] = [:]
         for (row, key) in zip(rows.rows, keys) {
-            guard let id = row.objectID, id.isTemporaryID, let storage = store.entityStorage(numbered: row.entity),
+            guard let id = row.objectID, named.contains(id), let storage = store.entityStorage(numbered: row.entity),
                   let primaryKey = PrimaryKey(key)
             else { continue }
             permanent[id] = store.objectID(entity: storage.name, key: primaryKey)
         }
-        guard !permanent.isEmpty else { return }
         func mapped(_ id: ManagedObjectID) -> ManagedObjectID { permanent[id] ?? id }
         var newMerged: [ManagedObjectID: ObjectSnapshot] = [:]
         for (id, snapshot) in merged {
@@ -215,8 +234,10 @@ struct RowMerge {
     ///
     /// - Throws: what a custom resolver throws; ``StrataError/typeMismatch(key:entity:expected:actual:)``
     ///   when it gives a value of the wrong kind.
-    func merged(under policy: MergePolicy, conflict: MergeConflict) throws -> ObjectSnapshot {
+    func merged(under policy: MergePolicy, storedVersion: UInt64?) throws -> ObjectSnapshot {
         var result = persisted
+        // The record a custom resolver reads, made once, and only for it.
+        lazy var conflict = self.conflict(storedVersion: storedVersion)
         let conflicting = conflictingSlots
         let inConflict = !conflicting.attributes.isEmpty || !conflicting.relationships.isEmpty
         if inConflict {
@@ -299,29 +320,32 @@ extension RowMerge {
     /// keeps the stored one; a custom resolver decides each attribute both hold, differently.
     static func upsert(
         entity: EntityDescription, object: ObjectSnapshot, persisted: ObjectSnapshot, policy: MergePolicy
-    ) throws -> (merged: ObjectSnapshot, conflict: MergeConflict) {
+    ) throws -> ObjectSnapshot {
         var merged = persisted
-        var mine = Set<String>()
-        for slot in entity.storedAttributeSlots where slot < object.attributes.count && object.attributes[slot] != nil {
-            mine.insert(entity.attributes[slot].name)
-        }
-        for (slot, relationship) in entity.relationships.enumerated() where slot < object.relationships.count {
-            if !Self.destinationsOf(object.relationships[slot]).isEmpty { mine.insert(relationship.name) }
-        }
-        let conflict = MergeConflict(
-            objectID: persisted.objectID, objectSnapshot: PropertySnapshot(object, entity: entity), cachedSnapshot: nil,
-            persistedSnapshot: PropertySnapshot(persisted, entity: entity), oldVersion: 0, newVersion: persisted.version,
-            changedKeysInMemory: mine, changedKeysInStore: [])
+        // The record a custom resolver reads, made once, and only for it.
+        lazy var conflict: MergeConflict = {
+            var mine = Set<String>()
+            for slot in entity.storedAttributeSlots where slot < object.attributes.count && object.attributes[slot] != nil {
+                mine.insert(entity.attributes[slot].name)
+            }
+            for (slot, relationship) in entity.relationships.enumerated() where slot < object.relationships.count {
+                if !Self.destinationsOf(object.relationships[slot]).isEmpty { mine.insert(relationship.name) }
+            }
+            return MergeConflict(
+                objectID: persisted.objectID, objectSnapshot: PropertySnapshot(object, entity: entity), cachedSnapshot: nil,
+                persistedSnapshot: PropertySnapshot(persisted, entity: entity), oldVersion: 0, newVersion: persisted.version,
+                changedKeysInMemory: mine, changedKeysInStore: [])
+        }()
         switch policy {
         case .error, .rollback:
-            return (merged, conflict)
+            return merged
         case .overwrite:
             for slot in entity.storedAttributeSlots where slot < object.attributes.count { merged.attributes[slot] = object.attributes[slot] }
             for slot in entity.relationships.indices where slot < object.relationships.count {
                 if case .notLoaded = object.relationships[slot] { continue }
                 merged.relationships[slot] = object.relationships[slot]
             }
-            return (merged, conflict)
+            return merged
         case .mergeByPropertyObjectTrump, .mergeByPropertyStoreTrump, .custom:
             break
         }
@@ -355,7 +379,7 @@ extension RowMerge {
                 continue
             }
         }
-        return (merged, conflict)
+        return merged
     }
 
     /// A custom resolver's decision on attribute `slot` of `conflict`: `mine` (the saving

@@ -238,22 +238,42 @@ extension StoreFile {
     func snapshot(of record: Record, storage: EntityStorage, key: PrimaryKey) throws(StrataError) -> ObjectSnapshot {
         var snapshot = ObjectSnapshot(objectID: objectID(entity: storage.name, key: key), entity: storage.entity, version: record.version)
         for (number, value) in record.fields {
-            switch storage.fields[number] {
-            case nil:
-                continue  // a field this model does not know: ignored
-            case .attribute(let slot):
-                let attribute = storage.attributes[slot].description
-                guard attribute.type.accepts(value) else {
-                    throw .corruptRecord(
-                        entity: storage.name, primaryKey: key.rawValue,
-                        reason: "field \(number) (\(attribute.name)) holds a \(value.kindName) value, not a \(attribute.type)")
-                }
-                snapshot.attributes[slot] = value
-            case .relationship(let slot):
-                snapshot.relationships[slot] = .toOne(try destinationID(value, of: slot, storage: storage, key: key))
-            }
+            try setField(number, value, of: &snapshot, storage: storage, key: key)
         }
         return snapshot
+    }
+
+    /// The snapshot of an encoded stored record, decoded field by field into it (no
+    /// ``Record`` in between). The same checks as ``snapshot(of:storage:key:)``.
+    func snapshot(ofRecord bytes: UnsafeRawBufferPointer, storage: EntityStorage, key: PrimaryKey) throws(StrataError) -> ObjectSnapshot {
+        var snapshot = ObjectSnapshot(objectID: objectID(entity: storage.name, key: key), entity: storage.entity, version: 0)
+        snapshot.version = try RecordCodec.forEachField(
+            bytes, corrupt: { .corruptRecord(entity: storage.name, primaryKey: key.rawValue, reason: $0.reason) }
+        ) { number, value throws(StrataError) in
+            try setField(number, value, of: &snapshot, storage: storage, key: key)
+        }
+        return snapshot
+    }
+
+    /// Sets field `number`'s stored `value` in `snapshot` (a field this model does not
+    /// know is ignored).
+    private func setField(
+        _ number: UInt32, _ value: AttributeValue, of snapshot: inout ObjectSnapshot, storage: EntityStorage, key: PrimaryKey
+    ) throws(StrataError) {
+        switch storage.fields[number] {
+        case nil:
+            return
+        case .attribute(let slot):
+            let attribute = storage.attributes[slot].description
+            guard attribute.type.accepts(value) else {
+                throw .corruptRecord(
+                    entity: storage.name, primaryKey: key.rawValue,
+                    reason: "field \(number) (\(attribute.name)) holds a \(value.kindName) value, not a \(attribute.type)")
+            }
+            snapshot.attributes[slot] = value
+        case .relationship(let slot):
+            snapshot.relationships[slot] = .toOne(try destinationID(value, of: slot, storage: storage, key: key))
+        }
     }
 
     /// The destination a to-one relationship's foreign-key value names.

@@ -406,7 +406,7 @@ struct StoreWriter: ~Copyable {
         _ rows: EncodedRows, deleting deleted: [StoreChanges.Deletion], unique checked: UniqueChanges? = nil
     ) throws -> [UInt64] {
         let unique = try checked ?? uniqueChanges(rows, deleting: deleted)
-        guard unique.conflicts.isEmpty else { throw StoreWriteError.constraintConflict(unique.conflicts) }
+        guard unique.conflicts.isEmpty else { throw StoreWriteError.constraintConflict(records(of: unique.conflicts, in: rows)) }
         // The first row written is where `mid-write` crashes (CrashPoint).
         var midWrite: CrashPoint? = .midWrite
         for deletion in deleted {

@@ -11,7 +11,9 @@ import StrataLMDB
 /// is not constrained. A key longer than LMDB allows ends with a 64-bit digest of the
 /// whole; two different values with the same shortened key are told apart by reading the
 /// row the entry names (``StoreWriter``).
-struct StoredConstraint: Sendable {
+///
+/// A class, so that the writer's bookkeeping of each claimed value holds one reference.
+final class StoredConstraint: Sendable {
     /// The constrained attributes' names, as declared.
     let attributes: [String]
     /// Their slots in the entity.
@@ -24,6 +26,15 @@ struct StoredConstraint: Sendable {
     let database: Database
     /// The entity that declares the constraint.
     let owner: String
+
+    init(attributes: [String], slots: [Int], fields: [UInt32], kinds: [IndexKeyKind], database: Database, owner: String) {
+        self.attributes = attributes
+        self.slots = slots
+        self.fields = fields
+        self.kinds = kinds
+        self.database = database
+        self.owner = owner
+    }
 
     /// The longest key LMDB takes by default.
     static let maximumKeyLength = 511
@@ -47,6 +58,38 @@ struct StoredConstraint: Sendable {
     /// The key of a stored record's values.
     func key(of record: Record) -> [UInt8]? {
         key { slot in slots.firstIndex(of: slot).flatMap { record.fields[fields[$0]] } }
+    }
+
+    /// The key of an encoded record's values, decoding only the constrained fields (the
+    /// others are stepped over).
+    func key(ofRecord bytes: UnsafeRawBufferPointer) throws(RecordDecodingError) -> [UInt8]? {
+        var reader = RecordCodec.Reader(bytes)
+        _ = try reader.header()
+        if fields.count == 1 {
+            let wanted = fields[0]
+            while let (number, tag) = try reader.nextField() {
+                guard number == wanted else {
+                    if number > wanted { return nil }   // fields come in ascending order: it is nil
+                    try reader.skip(tag)
+                    continue
+                }
+                let value = try reader.value(tag)
+                return key { _ in value }
+            }
+            return nil
+        }
+        var values = [AttributeValue?](repeating: nil, count: fields.count)
+        var found = 0
+        while found < fields.count, let (number, tag) = try reader.nextField() {
+            if let position = fields.firstIndex(of: number) {
+                values[position] = try reader.value(tag)
+                found += 1
+            } else {
+                try reader.skip(tag)
+            }
+        }
+        guard found == fields.count else { return nil }
+        return key { slot in slots.firstIndex(of: slot).flatMap { values[$0] } }
     }
 }
 
