@@ -135,7 +135,8 @@ bench-suite: bench-deps
 bench-ratios: deps
 	cd Benchmarks && $(SWIFT) run -c release lmdb-ratios
 
-## Instructions per object of the import and fetch paths (Strata and raw liblmdb), counted by
+## Instructions per object of the import, fetch and save paths (Strata and raw liblmdb), and of
+## saves of constrained new rows and of upserts (scenario 7's entity), counted by
 ## valgrind's callgrind on a release build of strata-profile (Scripts/profile.sh): repeatable,
 ## unlike times on a loaded machine. PROFILE_OBJECTS sets N (each workload runs at N and 2N).
 PROFILE_OBJECTS ?= 5000
