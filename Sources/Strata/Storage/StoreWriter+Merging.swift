@@ -36,6 +36,9 @@ extension StoreWriter {
         /// New rows merged into another new or existing row of the save (not written), by
         /// row index: that row's index.
         var sameRow: [Int: Int] = [:]
+        /// Rows that became a stored row whose constrained values they keep: the unique
+        /// indexes need nothing for them.
+        var keepsItsKeys: Set<Int> = []
     }
 
     /// New objects of one save that become one object (<doc:MergePolicies>, rule 10).
@@ -206,9 +209,11 @@ extension StoreWriter {
             let target = join.target(in: source)
             guard let storage = store.entityStorage(numbered: row.entity) else { continue }
             var base: ObjectSnapshot
+            var stored: ObjectSnapshot?
             if let existing = join.existing {
                 guard let persisted = try persistedSnapshot(of: existing), let key = existing.primaryKey else { continue }
                 base = persisted
+                stored = persisted
                 work.adoptedKeys[survivor] = key.rawValue
             } else {
                 base = try rowSnapshot(row, in: source, storage: storage, id: target)
@@ -231,6 +236,9 @@ extension StoreWriter {
                 }
             }
             work.rowIndex[target] = survivor
+            if let stored, storage.constraints.allSatisfy({ $0.slots.allSatisfy { stored.attributes[$0] == base.attributes[$0] } }) {
+                work.keepsItsKeys.insert(survivor)   // the stored row's unique entries stay as they are
+            }
             work.resolved[survivor] = base
         }
         let rows = source
@@ -327,7 +335,7 @@ extension StoreWriter {
             work.touched.insert(id)
         }
 
-        let writtenKeys = try writeChecked(written, deleting: keptDeletions, unique: try recheck(unique, rows: rows, written: written, at: position, resolved: work.resolved, deleting: keptDeletions))
+        let writtenKeys = try writeChecked(written, deleting: keptDeletions, unique: try recheck(unique, rows: rows, written: written, at: position, resolved: work.resolved, keepingTheirKeys: work.keepsItsKeys, deleting: keptDeletions))
         func key(of index: Int) -> UInt64 {
             position[index].map { writtenKeys[$0] } ?? work.adoptedKeys[index] ?? rows.rows[index].key
         }
@@ -361,10 +369,11 @@ extension StoreWriter {
     /// the rows that were in a constraint conflict are checked again: a row written as it
     /// came that was in no conflict claims values no other row of the save or stored row
     /// holds, and the merged rows take their values from the rows they were in conflict
-    /// with (or from the stored holder), so they cannot meet it. Its entries are kept.
+    /// with (or from the stored holder), so they cannot meet it. Its entries are kept. A
+    /// row that became a stored row and keeps its constrained values (`kept`) needs nothing.
     private func recheck(
         _ first: UniqueChanges, rows: EncodedRows, written: EncodedRows, at position: [Int?], resolved: [Int: ObjectSnapshot],
-        deleting deleted: [StoreChanges.Deletion]
+        keepingTheirKeys kept: Set<Int>, deleting deleted: [StoreChanges.Deletion]
     ) throws -> UniqueChanges {
         guard store.hasUniquenessConstraints else { return UniqueChanges() }
         var asIs = [Bool](repeating: false, count: rows.count)
@@ -374,9 +383,10 @@ extension StoreWriter {
         }
         var checking = [Bool](repeating: true, count: written.count)
         for index in rows.rows.indices where asIs[index] { checking[position[index]!] = false }
-        let kept = first.removals.filter { removal in removal.row.map { asIs[$0] } ?? false }
-        var changes = try uniqueChanges(written, deleting: deleted, checking: checking, released: kept)
-        changes.removals += kept
+        for index in kept { if let at = position[index] { checking[at] = false } }
+        let keptRemovals = first.removals.filter { removal in removal.row.map { asIs[$0] } ?? false }
+        var changes = try uniqueChanges(written, deleting: deleted, checking: checking, released: keptRemovals)
+        changes.removals += keptRemovals
         for addition in first.additions where asIs[addition.row] {
             changes.additions.append((addition.database, addition.key, position[addition.row]!))
         }
