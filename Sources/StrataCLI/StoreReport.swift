@@ -48,6 +48,12 @@ struct StoreReport: Codable, Equatable, Sendable {
     /// reader is behind). While it reads, LMDB cannot reuse the pages those commits
     /// freed, so the file grows: a long-lived Strata query generation is such a reader.
     var oldestReaderLag: Int
+    /// The version hash of the model the Strata store holds (nil when the environment holds
+    /// no Strata store).
+    var modelVersionHash: String? = nil
+    /// The version identifier of that model (nil when it names none, or the store was
+    /// written before stores recorded their model).
+    var modelVersionIdentifier: String? = nil
 }
 
 extension StoreReport {
@@ -89,6 +95,16 @@ extension StoreReport {
             readers: readers,
             readersInTransaction: readers.filter { $0.transactionID != nil }.count,
             oldestReaderLag: oldest.map { max(0, info.lastTransactionID - $0) } ?? 0)
+        if databases.contains(where: { $0.name == "strata.metadata" }) {
+            let metadata = try environment.openDatabase(named: "strata.metadata")
+            try environment.read { txn in
+                modelVersionHash = try txn.value(forKey: Array("model".utf8), in: metadata).map { String(decoding: $0, as: UTF8.self) }
+                if let description = try txn.value(forKey: Array("modelDescription".utf8), in: metadata),
+                   let object = try? JSONSerialization.jsonObject(with: Data(description)) as? [String: Any] {
+                    modelVersionIdentifier = object["versionIdentifier"] as? String
+                }
+            }
+        }
     }
 
     /// The report as aligned, human-readable lines.
@@ -104,8 +120,11 @@ extension StoreReport {
             row("Last txn id", String(lastTransactionID)),
             row("Page size", "\(pageSize) bytes"),
             row("Max readers", String(maxReaders)),
-            row("Databases", databases.isEmpty ? "none" : String(databases.count)),
         ]
+        if let modelVersionHash {
+            lines.append(row("Model", "version \(modelVersionIdentifier ?? "(none named)"), hash \(modelVersionHash)"))
+        }
+        lines.append(row("Databases", databases.isEmpty ? "none" : String(databases.count)))
         let nameWidth = databases.map(\.name.count).max() ?? 0
         for database in databases {
             let name = database.name.padding(toLength: nameWidth, withPad: " ", startingAt: 0)

@@ -1,4 +1,5 @@
 import Foundation
+import Strata
 import StrataLMDB
 import StrataTesting
 import Testing
@@ -32,6 +33,27 @@ struct StatTests {
         #expect(text.contains("Last txn id   \(report.lastTransactionID)"))
         let decoded = try JSONDecoder().decode(StoreReport.self, from: Data(try report.json().utf8))
         #expect(decoded == report)
+    }
+
+    @Test("names the model a Strata store holds: its version identifier and hash; a plain LMDB environment has none")
+    func statNamesTheModel() async throws {
+        let directory = TemporaryDirectory()
+        let path = directory.appending("model.strata")
+        let model = try ManagedObjectModel(
+            entities: [EntityDescription(name: "Note", attributes: [AttributeDescription(name: "title", type: .string)])],
+            versionIdentifier: "2026.11")
+        do {
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+            let store = try await coordinator.addPersistentStore(type: .lmdb, at: URL(fileURLWithPath: path))
+            try await coordinator.remove(store)
+        }
+        let report = try StoreReport.load(path: path)
+        #expect(report.modelVersionIdentifier == "2026.11" && report.modelVersionHash == model.versionHash)
+        #expect(report.text().contains("Model         version 2026.11, hash \(model.versionHash)"))
+        let plain = directory.appending("plain")
+        try makeStore(at: plain)
+        let none = try StoreReport.load(path: plain)
+        #expect(none.modelVersionHash == nil && !none.text().contains("\nModel "))
     }
 
     @Test("stat writes nothing beyond LMDB's lock file")

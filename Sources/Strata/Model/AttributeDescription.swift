@@ -16,12 +16,18 @@ public struct AttributeDescription: Sendable, Hashable {
     public var isTransient: Bool
     /// The rules a value must satisfy when the object is validated.
     public var validation: AttributeValidation
+    /// The name this attribute had in an earlier model version: a migration carries the
+    /// stored values of the attribute of that name over to this one (a rename), instead of
+    /// dropping one attribute and adding another.
+    public var renamingIdentifier: String?
 
     /// Describes an attribute.
     public init(
         name: String, type: AttributeType, isOptional: Bool = true, defaultValue: AttributeValue? = nil,
-        isIndexed: Bool = false, isTransient: Bool = false, validation: AttributeValidation = AttributeValidation()
+        isIndexed: Bool = false, isTransient: Bool = false, validation: AttributeValidation = AttributeValidation(),
+        renamingIdentifier: String? = nil
     ) {
+        self.renamingIdentifier = renamingIdentifier
         self.name = name
         self.type = type
         self.isOptional = isOptional
@@ -92,13 +98,17 @@ public struct RelationshipDescription: Sendable, Hashable {
     public var minCount: Int
     /// The most objects a to-many relationship may hold at save time, or nil for no limit.
     public var maxCount: Int?
+    /// The name this relationship had in an earlier model version: a migration carries
+    /// its stored links over (a rename).
+    public var renamingIdentifier: String?
 
     /// Describes a relationship.
     public init(
         name: String, destinationEntityName: String, inverseName: String, isToMany: Bool = false,
         isOrdered: Bool = false, isOptional: Bool = true, deleteRule: DeleteRule = .nullify,
-        minCount: Int = 0, maxCount: Int? = nil
+        minCount: Int = 0, maxCount: Int? = nil, renamingIdentifier: String? = nil
     ) {
+        self.renamingIdentifier = renamingIdentifier
         self.name = name
         self.destinationEntityName = destinationEntityName
         self.inverseName = inverseName

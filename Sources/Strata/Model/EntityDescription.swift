@@ -26,6 +26,9 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
     /// names whose values together may appear in one object only (see
     /// ``uniquenessConstraints``).
     public let declaredUniquenessConstraints: [[String]]
+    /// The name this entity had in an earlier model version: a migration carries the
+    /// stored objects of the entity of that name over to this one (a rename).
+    public let renamingIdentifier: String?
     /// Every uniqueness constraint of the entity, inherited ones first: each a list of
     /// attribute names (one for a single-attribute constraint) whose values, together,
     /// no two saved objects of the entity, or of the entity that declares the
@@ -79,13 +82,13 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
         name: String, superentityName: String? = nil, isAbstract: Bool = false,
         managedObjectClass: ManagedObject.Type = ManagedObject.self,
         attributes: [AttributeDescription] = [], relationships: [RelationshipDescription] = [],
-        uniquenessConstraints: [[String]] = []
+        uniquenessConstraints: [[String]] = [], renamingIdentifier: String? = nil
     ) {
         self.init(
             name: name, superentityName: superentityName, isAbstract: isAbstract,
             managedObjectClass: managedObjectClass, declaredAttributes: attributes,
             declaredRelationships: relationships, declaredUniquenessConstraints: uniquenessConstraints,
-            declarationSites: [:], ancestors: [], subentityNames: [])
+            renamingIdentifier: renamingIdentifier, declarationSites: [:], ancestors: [], subentityNames: [])
     }
 
     /// The resolved description the model builds, with inherited properties.
@@ -94,15 +97,17 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
             name: entity.name, superentityName: entity.superentityName, isAbstract: entity.isAbstract,
             managedObjectClass: entity.managedObjectClass, declaredAttributes: entity.declaredAttributes,
             declaredRelationships: entity.declaredRelationships, declaredUniquenessConstraints: entity.declaredUniquenessConstraints,
-            declarationSites: entity.declarationSites, ancestors: ancestors, subentityNames: subentityNames)
+            renamingIdentifier: entity.renamingIdentifier, declarationSites: entity.declarationSites, ancestors: ancestors,
+            subentityNames: subentityNames)
     }
 
     init(
         name: String, superentityName: String?, isAbstract: Bool, managedObjectClass: ManagedObject.Type,
         declaredAttributes: [AttributeDescription], declaredRelationships: [RelationshipDescription],
-        declaredUniquenessConstraints: [[String]] = [],
+        declaredUniquenessConstraints: [[String]] = [], renamingIdentifier: String? = nil,
         declarationSites: [DeclarationSite: String], ancestors: [EntityDescription], subentityNames: [String]
     ) {
+        self.renamingIdentifier = renamingIdentifier
         self.name = name
         self.superentityName = superentityName
         self.isAbstract = isAbstract

@@ -24,6 +24,11 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
     /// The resolved entities by name.
     public let entitiesByName: [String: EntityDescription]
 
+    /// The version of the model, as the app names it (`"2"`, `"2026.11"`): what a
+    /// ``MigrationPlan`` orders and a store records. Nil for a model that names none; a
+    /// store still tells models apart by their ``versionHash``.
+    public let versionIdentifier: String?
+
     /// Whether any entity has uniqueness constraints (saves of a model without any skip
     /// their checks).
     let hasUniquenessConstraints: Bool
@@ -48,7 +53,10 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
     /// graphs.
     ///
     /// - Throws: ``ModelError`` with every problem found.
-    public init(entities: [EntityDescription], configurations: [String: [String]] = [:]) throws(ModelError) {
+    public init(
+        entities: [EntityDescription], configurations: [String: [String]] = [:], versionIdentifier: String? = nil
+    ) throws(ModelError) {
+        self.versionIdentifier = versionIdentifier
         var problems: [ModelError.Problem] = []
         var byName: [String: EntityDescription] = [:]
         for entity in entities {
@@ -142,7 +150,9 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
     /// List sub-entities explicitly: nothing in a superclass points to them.
     ///
     /// - Throws: ``ModelError`` with every problem found.
-    public convenience init(types: [ManagedObject.Type], configurations: [String: [String]] = [:]) throws(ModelError) {
+    public convenience init(
+        types: [ManagedObject.Type], configurations: [String: [String]] = [:], versionIdentifier: String? = nil
+    ) throws(ModelError) {
         var pending = types
         var seen: Set<ObjectIdentifier> = []
         var entities: [EntityDescription] = []
@@ -153,7 +163,7 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
             pending += description.destinations
             if let superclass = description.superclass { pending.append(superclass) }
         }
-        try self.init(entities: entities.sorted { $0.name < $1.name }, configurations: configurations)
+        try self.init(entities: entities.sorted { $0.name < $1.name }, configurations: configurations, versionIdentifier: versionIdentifier)
     }
 
     /// The entities, sorted by name.

@@ -191,13 +191,14 @@ enum EntityDerivation {
     @usableFromInline
     static func recordAttribute<Value: AttributeStorable>(
         _: Value.Type, default defaultValue: Value, indexed: Bool, transient: Bool, validation: AttributeValidation?,
-        site: DeclarationSite
+        renamingIdentifier: String?, site: DeclarationSite
     ) {
         let stored = defaultValue.attributeValue
         record(Declaration(site: site, wrapperType: ObjectIdentifier(Attribute<Value>.self), make: { name in
             .attribute(AttributeDescription(
                 name: name, type: Value.attributeType, isOptional: Value.isOptionalAttribute, defaultValue: stored,
-                isIndexed: indexed, isTransient: transient, validation: validation ?? AttributeValidation()))
+                isIndexed: indexed, isTransient: transient, validation: validation ?? AttributeValidation(),
+                renamingIdentifier: renamingIdentifier))
         }, destination: nil))
     }
 
@@ -205,14 +206,14 @@ enum EntityDerivation {
     @usableFromInline
     static func recordRelationship<Value: RelationshipStorable>(
         _: Value.Type, inverse: String, deleteRule: DeleteRule, isOptional: Bool, minCount: Int, maxCount: Int?,
-        site: DeclarationSite
+        renamingIdentifier: String?, site: DeclarationSite
     ) {
         let destinationName = Value.Destination.entityName
         record(Declaration(site: site, wrapperType: ObjectIdentifier(Relationship<Value>.self), make: { name in
             .relationship(RelationshipDescription(
                 name: name, destinationEntityName: destinationName, inverseName: inverse,
                 isToMany: Value.isToMany, isOrdered: Value.isOrdered, isOptional: isOptional,
-                deleteRule: deleteRule, minCount: minCount, maxCount: maxCount))
+                deleteRule: deleteRule, minCount: minCount, maxCount: maxCount, renamingIdentifier: renamingIdentifier))
         }, destination: Value.Destination.self))
     }
 
@@ -339,6 +340,8 @@ final class ClassEntityRegistry: Sendable {
             isAbstract: type.isAbstractEntity && !(superclass?.isAbstractEntity ?? false),
             managedObjectClass: type, declaredAttributes: attributes, declaredRelationships: relationships,
             declaredUniquenessConstraints: type.uniquenessConstraints.filter { !(superclass?.uniquenessConstraints ?? []).contains($0) },
+            // A class var is inherited: a subclass has a renaming identifier of its own only where it differs.
+            renamingIdentifier: type.renamingIdentifier == superclass?.renamingIdentifier ? nil : type.renamingIdentifier,
             declarationSites: sites, ancestors: [], subentityNames: [])
         return ClassDescription(
             declared: declared, entity: EntityDescription(resolving: declared, ancestors: ancestors, subentityNames: []),

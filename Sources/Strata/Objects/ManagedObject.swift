@@ -303,6 +303,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// superclass's does not (those it inherits from the superentity).
     open class var uniquenessConstraints: [[String]] { [] }
 
+    /// The entity's name in an earlier model version, so that a migration carries its
+    /// stored objects over to this entity (``EntityDescription/renamingIdentifier``). None
+    /// unless overridden.
+    open class var renamingIdentifier: String? { nil }
+
     // MARK: State
 
     /// Whether the object was inserted into its context and not saved yet.

@@ -31,6 +31,8 @@ public struct Attribute<Value: AttributeStorable> {
     ///   - indexed: whether the store keeps an index on the attribute.
     ///   - transient: a transient attribute lives in memory only.
     ///   - validation: the rules values must satisfy when the object is saved.
+    ///   - renamingIdentifier: the attribute's name in an earlier model version, so that a
+    ///     migration carries its stored values over (``AttributeDescription/renamingIdentifier``).
     ///   - fileID: where the property is declared (do not pass it: it tells the
     ///     declarations of a class apart when its entity is derived).
     ///   - line: see `fileID`.
@@ -38,27 +40,29 @@ public struct Attribute<Value: AttributeStorable> {
     @inlinable
     public init(
         wrappedValue: Value, indexed: Bool = false, transient: Bool = false, validation: AttributeValidation? = nil,
+        renamingIdentifier: String? = nil,
         fileID: StaticString = #fileID, line: UInt = #line, column: UInt = #column
     ) {
         storage = wrappedValue
         if _slowPath(EntityDerivation.isActive) {
             EntityDerivation.recordAttribute(
                 Value.self, default: wrappedValue, indexed: indexed, transient: transient, validation: validation,
-                site: DeclarationSite(fileID: fileID, line: line, column: column))
+                renamingIdentifier: renamingIdentifier, site: DeclarationSite(fileID: fileID, line: line, column: column))
         }
     }
 
     /// Declares an optional attribute whose default value is nil.
     ///
-    /// - Parameters: as ``init(wrappedValue:indexed:transient:validation:fileID:line:column:)``.
+    /// - Parameters: as ``init(wrappedValue:indexed:transient:validation:renamingIdentifier:fileID:line:column:)``.
     @inlinable
     public init(
         indexed: Bool = false, transient: Bool = false, validation: AttributeValidation? = nil,
+        renamingIdentifier: String? = nil,
         fileID: StaticString = #fileID, line: UInt = #line, column: UInt = #column
     ) where Value: ExpressibleByNilLiteral {
         self.init(
             wrappedValue: nil, indexed: indexed, transient: transient, validation: validation,
-            fileID: fileID, line: line, column: column)
+            renamingIdentifier: renamingIdentifier, fileID: fileID, line: line, column: column)
     }
 
     /// Reads and writes go through the enclosing object (see `_enclosingInstance`).
@@ -131,20 +135,23 @@ public struct Relationship<Value: RelationshipStorable> {
     ///   - isOptional: whether a to-one may be nil (a to-many empty) when saved.
     ///   - minCount: the fewest destinations a to-many must hold when saved.
     ///   - maxCount: the most destinations a to-many may hold when saved.
+    ///   - renamingIdentifier: the relationship's name in an earlier model version, so that a
+    ///     migration carries its links over (``RelationshipDescription/renamingIdentifier``).
     ///   - fileID: where the property is declared (do not pass it: it tells the
     ///     declarations of a class apart when its entity is derived).
     ///   - line: see `fileID`.
     ///   - column: see `fileID`.
     public init(
         inverse: String, deleteRule: DeleteRule = .nullify, isOptional: Bool = true,
-        minCount: Int = 0, maxCount: Int? = nil,
+        minCount: Int = 0, maxCount: Int? = nil, renamingIdentifier: String? = nil,
         fileID: StaticString = #fileID, line: UInt = #line, column: UInt = #column
     ) {
         storage = Value.isToMany ? .toMany(ToManyStorage(isOrdered: Value.isOrdered)) : .toOne(nil)
         if _slowPath(EntityDerivation.isActive) {
             EntityDerivation.recordRelationship(
                 Value.self, inverse: inverse, deleteRule: deleteRule, isOptional: isOptional,
-                minCount: minCount, maxCount: maxCount, site: DeclarationSite(fileID: fileID, line: line, column: column))
+                minCount: minCount, maxCount: maxCount, renamingIdentifier: renamingIdentifier,
+                site: DeclarationSite(fileID: fileID, line: line, column: column))
         }
     }
 

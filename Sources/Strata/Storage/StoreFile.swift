@@ -161,7 +161,7 @@ final class StoreFile: Sendable {
             }
             metadata = StoreMetadata(
                 identifier: UUID(), formatVersion: StoreLayout.formatVersion, modelVersionHash: model.versionHash,
-                createdAt: Date(), schema: StoreSchema(assigningNumbersFor: model))
+                createdAt: Date(), schema: StoreSchema(assigningNumbersFor: model), storedModel: StoredModel(model))
             if let problem = metadata.schema.problem(storing: model) {
                 throw .incompatibleStore(store: path, reason: problem)
             }

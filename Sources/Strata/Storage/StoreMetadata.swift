@@ -11,6 +11,7 @@ import Foundation
 /// | `model`       | the model's ``ManagedObjectModel/versionHash``, UTF-8          |
 /// | `schema`      | the ``StoreSchema``, in its own versioned encoding             |
 /// | `created`     | the creation date, 8 bytes big-endian (bits of the `Double` seconds since 2001) |
+/// | `modelDescription` | the model (``StoredModel``), JSON; absent in stores written before it was kept |
 /// | `seq:<Entity>`| the last primary key assigned to the entity, 8 bytes big-endian (absent: none yet) |
 struct StoreMetadata: Sendable, Hashable {
     /// The store's UUID: the store identifier of every permanent ``ManagedObjectID`` of it.
@@ -23,6 +24,8 @@ struct StoreMetadata: Sendable, Hashable {
     var createdAt: Date
     /// The store's entity and field numbers.
     var schema: StoreSchema
+    /// The model the store holds, described (nil for a store written before stores kept it).
+    var storedModel: StoredModel?
 
     /// The metadata keys (the table above).
     enum Key {
@@ -36,6 +39,8 @@ struct StoreMetadata: Sendable, Hashable {
         static let schema = "schema"
         /// The creation date.
         static let createdAt = "created"
+        /// The ``StoredModel``.
+        static let modelDescription = "modelDescription"
 
         /// The key of `entityName`'s primary-key sequence.
         static func sequence(entity entityName: String) -> String { "seq:\(entityName)" }
@@ -49,7 +54,7 @@ struct StoreMetadata: Sendable, Hashable {
             (Key.modelVersionHash, Array(modelVersionHash.utf8)),
             (Key.schema, schema.encoded()),
             (Key.createdAt, Self.bigEndian(createdAt.timeIntervalSinceReferenceDate.bitPattern)),
-        ]
+        ] + (storedModel.map { [(Key.modelDescription, $0.encoded())] } ?? [])
     }
 
     /// Decodes the metadata from `value(key)`, the bytes stored under each key.
@@ -93,9 +98,10 @@ struct StoreMetadata: Sendable, Hashable {
             Double(bitPattern: try decodeUInt64(bytes, what: "creation date"))
         }
         guard seconds.isFinite else { throw MetadataDecodingError(reason: "the creation date is not a finite number") }
+        let storedModel = try value(Key.modelDescription).map { bytes throws(MetadataDecodingError) in try StoredModel(decoding: bytes) }
         return StoreMetadata(
             identifier: UUID(uuid: raw), formatVersion: formatVersion, modelVersionHash: hash,
-            createdAt: Date(timeIntervalSinceReferenceDate: seconds), schema: schema)
+            createdAt: Date(timeIntervalSinceReferenceDate: seconds), schema: schema, storedModel: storedModel)
     }
 
     /// The 8 big-endian bytes of `value`.

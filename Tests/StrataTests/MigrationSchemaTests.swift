@@ -1,0 +1,234 @@
+import Foundation
+@testable import Strata
+import StrataTesting
+import Testing
+
+/// Typed classes of a second model version: `Tome` was `Volume`, its `heading` was
+/// `title`, its `shelf` was `location`.
+final class Tome: ManagedObject {
+    override class var renamingIdentifier: String? { "Volume" }
+    @Attribute(renamingIdentifier: "title") var heading: String = ""
+    @Attribute var pages: Int64 = 0
+    @Relationship(inverse: "books", renamingIdentifier: "location") var shelf: Stack?
+}
+
+final class Stack: ManagedObject {
+    @Attribute var label: String = ""
+    @Relationship(inverse: "shelf") var books: Set<Tome>
+}
+
+/// What a store records of its model (``StoredModel``), and the changes between a stored
+/// model and a new one (``SchemaDiff``): the ground a migration stands on.
+@Suite("Migration: stored models and schema changes")
+struct MigrationSchemaTests {
+    /// Version 1 of a small library model, as descriptions.
+    static func library(
+        version: String = "1", volume: [AttributeDescription]? = nil, volumeName: String = "Volume",
+        volumeRenaming: String? = nil, relationships: [RelationshipDescription]? = nil, constraints: [[String]] = [],
+        shelfRelationship: RelationshipDescription? = nil
+    ) throws -> ManagedObjectModel {
+        try ManagedObjectModel(entities: [
+            EntityDescription(
+                name: volumeName,
+                attributes: volume ?? [
+                    AttributeDescription(name: "title", type: .string, isOptional: false, defaultValue: .string("")),
+                    AttributeDescription(name: "pages", type: .integer32, defaultValue: .integer(0), isIndexed: true),
+                    AttributeDescription(name: "subtitle", type: .string),
+                    AttributeDescription(name: "scratch", type: .string, isTransient: true),
+                ],
+                relationships: relationships ?? [
+                    RelationshipDescription(name: "location", destinationEntityName: "Stack", inverseName: "books"),
+                ],
+                uniquenessConstraints: constraints, renamingIdentifier: volumeRenaming),
+            EntityDescription(
+                name: "Stack", attributes: [AttributeDescription(name: "label", type: .string)],
+                relationships: [shelfRelationship ?? RelationshipDescription(
+                    name: "books", destinationEntityName: volumeName, inverseName: "location", isToMany: true)]),
+        ], versionIdentifier: version)
+    }
+
+    @Test("a model's stored description round-trips: types, defaults, optionality, indexes, relationships, constraints, renaming identifiers and the version; equal models give equal bytes; transients are left out")
+    func storedModelRoundTrips() throws {
+        let model = try Self.library(constraints: [["title", "pages"]])
+        let stored = StoredModel(model)
+        #expect(stored.versionIdentifier == "1" && stored.versionHash == model.versionHash)
+        #expect(stored.entities.map(\.name) == ["Stack", "Volume"])
+        #expect(stored.entities[1].attributes.map(\.name) == ["title", "pages", "subtitle"], "no transient")
+        let bytes = stored.encoded()
+        #expect(bytes == StoredModel(try Self.library(constraints: [["title", "pages"]])).encoded())
+        let decoded = try StoredModel(decoding: bytes)
+        #expect(decoded == stored)
+        let rebuilt = try decoded.makeModel()
+        #expect(rebuilt.versionHash == model.versionHash && rebuilt.versionIdentifier == "1")
+        let title = try #require(rebuilt.entitiesByName["Volume"]?.attributes.first { $0.name == "title" })
+        #expect(title.type == .string && !title.isOptional && title.defaultValue == .string(""))
+        #expect(rebuilt.entitiesByName["Volume"]?.uniquenessConstraints == [["title", "pages"]])
+        #expect(throws: MetadataDecodingError.self) { try StoredModel(decoding: Array("{\"entities\": 3}".utf8)) }
+        var unknown = stored
+        unknown.entities[1].attributes[0].type = "quaternion"
+        #expect(throws: MetadataDecodingError.self) { try unknown.makeModel() }
+    }
+
+    @Test("typed classes carry renaming identifiers: the entity's class var, @Attribute's and @Relationship's")
+    func typedRenamingIdentifiers() throws {
+        let model = try ManagedObjectModel(types: [Tome.self, Stack.self], versionIdentifier: "2")
+        let book = try #require(model.entitiesByName["Tome"])
+        #expect(model.versionIdentifier == "2" && book.renamingIdentifier == "Volume")
+        #expect(book.attributes.first { $0.name == "heading" }?.renamingIdentifier == "title")
+        #expect(book.relationships.first { $0.name == "shelf" }?.renamingIdentifier == "location")
+        #expect(model.entitiesByName["Stack"]?.renamingIdentifier == nil)
+    }
+
+    @Test("a new store records its model; the description is read back when it opens again")
+    func storesRecordTheirModel() async throws {
+        let directory = TemporaryDirectory()
+        let model = try Self.library(version: "7")
+        /// Opens the store with `model` and reads what it recorded; removes it after.
+        func recorded() async throws -> StoredModel? {
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+            let store = try await coordinator.addPersistentStore(type: .lmdb, at: directory.url, options: CoordinatorStoreTests.options)
+            let stored = store.file.metadata.storedModel
+            try await coordinator.remove(store)
+            return stored
+        }
+        #expect(try await recorded() == StoredModel(model))
+        #expect(try await recorded()?.versionIdentifier == "7", "read back when it opens again")
+    }
+
+    @Test("the typed version 2 against the stored version 1: renamed entity, attribute and relationship, a widened type, a removed attribute, a dropped index")
+    func typedSecondVersion() throws {
+        let old = StoredModel(try Self.library())
+        let diff = SchemaDiff(from: old, to: try ManagedObjectModel(types: [Tome.self, Stack.self], versionIdentifier: "2"))
+        #expect(diff.problems == [])
+        #expect(Set(diff.changes) == [
+            .renameEntity(from: "Volume", to: "Tome"),
+            .renameAttribute(entity: "Tome", from: "title", to: "heading"),
+            .changeType(entity: "Tome", attribute: "pages", from: "integer32", to: "integer64", widening: true),
+            .removeIndex(entity: "Tome", attribute: "pages"),
+            .removeAttribute(entity: "Tome", attribute: "subtitle"),
+            .renameRelationship(entity: "Tome", from: "location", to: "shelf"),
+            // Non-optional Swift types: required, with their defaults to fill.
+            .makeRequired(entity: "Tome", attribute: "pages"),
+            .makeRequired(entity: "Stack", attribute: "label"),
+        ])
+    }
+
+    @Test("each lightweight change alone", arguments: [
+        "add attribute", "remove attribute", "optional to required", "required to optional", "add index", "add constraint",
+        "remove constraint", "add entity", "remove entity", "add relationship", "to-one to to-many", "narrowing",
+    ])
+    func lightweightChanges(kind: String) throws {
+        let base: [AttributeDescription] = [
+            AttributeDescription(name: "title", type: .string, isOptional: false, defaultValue: .string("")),
+            AttributeDescription(name: "pages", type: .integer32, defaultValue: .integer(0), isIndexed: true),
+        ]
+        let old = StoredModel(try Self.library(volume: base))
+        var attributes = base
+        var constraints: [[String]] = []
+        var expected: SchemaChange
+        var new: ManagedObjectModel?
+        switch kind {
+        case "add attribute":
+            attributes.append(AttributeDescription(name: "isbn", type: .string))
+            expected = .addAttribute(entity: "Volume", attribute: "isbn")
+        case "remove attribute":
+            attributes.removeLast()
+            expected = .removeAttribute(entity: "Volume", attribute: "pages")
+            new = try Self.library(volume: attributes)
+            #expect(SchemaDiff(from: old, to: new!).changes == [expected])
+            return
+        case "optional to required":
+            attributes[1].isOptional = false
+            expected = .makeRequired(entity: "Volume", attribute: "pages")
+        case "required to optional":
+            attributes[0].isOptional = true
+            expected = .makeOptional(entity: "Volume", attribute: "title")
+        case "add index":
+            attributes[0].isIndexed = true
+            expected = .addIndex(entity: "Volume", attribute: "title")
+        case "add constraint":
+            constraints = [["title"]]
+            expected = .addUniquenessConstraint(entity: "Volume", constraint: ["title"])
+        case "remove constraint":
+            let constrained = StoredModel(try Self.library(volume: base, constraints: [["title"]]))
+            #expect(SchemaDiff(from: constrained, to: try Self.library(volume: base)).changes
+                == [.removeUniquenessConstraint(entity: "Volume", constraint: ["title"])])
+            return
+        case "add entity":
+            new = try ManagedObjectModel(entities: try Self.library(volume: base).entities + [
+                EntityDescription(name: "Author", attributes: [AttributeDescription(name: "name", type: .string)]),
+            ])
+            expected = .addEntity("Author")
+        case "remove entity":
+            let withAuthor = try ManagedObjectModel(entities: try Self.library(volume: base).entities + [
+                EntityDescription(name: "Author", attributes: [AttributeDescription(name: "name", type: .string)]),
+            ])
+            #expect(SchemaDiff(from: StoredModel(withAuthor), to: try Self.library(volume: base)).changes == [.removeEntity("Author")])
+            return
+        case "add relationship":
+            new = try ManagedObjectModel(entities: [
+                EntityDescription(name: "Volume", attributes: base, relationships: [
+                    RelationshipDescription(name: "location", destinationEntityName: "Stack", inverseName: "books"),
+                    RelationshipDescription(name: "favouriteOf", destinationEntityName: "Stack", inverseName: "favourite"),
+                ]),
+                EntityDescription(name: "Stack", attributes: [AttributeDescription(name: "label", type: .string)], relationships: [
+                    RelationshipDescription(name: "books", destinationEntityName: "Volume", inverseName: "location", isToMany: true),
+                    RelationshipDescription(name: "favourite", destinationEntityName: "Volume", inverseName: "favouriteOf"),
+                ]),
+            ])
+            let diff = SchemaDiff(from: old, to: new!)
+            #expect(Set(diff.changes) == [
+                .addRelationship(entity: "Volume", relationship: "favouriteOf"), .addRelationship(entity: "Stack", relationship: "favourite"),
+            ])
+            return
+        case "to-one to to-many":
+            new = try Self.library(
+                volume: base,
+                relationships: [RelationshipDescription(name: "location", destinationEntityName: "Stack", inverseName: "books", isToMany: true)],
+                shelfRelationship: RelationshipDescription(name: "books", destinationEntityName: "Volume", inverseName: "location", isToMany: true))
+            expected = .makeToMany(entity: "Volume", relationship: "location")
+        default:   // narrowing: each value checked
+            attributes[1].type = .integer16
+            expected = .changeType(entity: "Volume", attribute: "pages", from: "integer32", to: "integer16", widening: false)
+        }
+        let diff = SchemaDiff(from: old, to: try new ?? Self.library(volume: attributes, constraints: constraints))
+        #expect(diff.problems == [])
+        #expect(diff.changes == [expected])
+    }
+
+    @Test("what no lightweight migration does is listed all at once: an incompatible type, a new required attribute without a default, required without a default, new destinations, to-many to to-one")
+    func problemsAllAtOnce() throws {
+        let old = StoredModel(try Self.library())
+        let new = try ManagedObjectModel(entities: [
+            EntityDescription(
+                name: "Volume",
+                attributes: [
+                    AttributeDescription(name: "title", type: .integer64, isOptional: false, defaultValue: .integer(0)),
+                    AttributeDescription(name: "pages", type: .integer32, isOptional: false, isIndexed: true),
+                    AttributeDescription(name: "subtitle", type: .string),
+                    AttributeDescription(name: "isbn", type: .string, isOptional: false),
+                ],
+                relationships: [RelationshipDescription(name: "location", destinationEntityName: "Room", inverseName: "volumes")]),
+            EntityDescription(
+                name: "Stack", attributes: [AttributeDescription(name: "label", type: .string)],
+                relationships: [RelationshipDescription(name: "books", destinationEntityName: "Room", inverseName: "shelf")]),
+            EntityDescription(name: "Room", relationships: [
+                RelationshipDescription(name: "volumes", destinationEntityName: "Volume", inverseName: "location", isToMany: true),
+                RelationshipDescription(name: "shelf", destinationEntityName: "Stack", inverseName: "books"),
+            ]),
+        ])
+        let diff = SchemaDiff(from: old, to: new)
+        #expect(!diff.isLightweight)
+        #expect(diff.problems.count == 6, "\(diff.problems)")
+        for fragment in ["Volume.title changes from string to integer64", "Volume.isbn is new and required", "Volume.pages becomes required",
+                         "Volume.location points to Room", "Stack.books points to Room", "Stack.books becomes to-one"] {
+            #expect(diff.problems.contains { $0.contains(fragment) }, "\(fragment)")
+        }
+        #expect(diff.changes.contains(.addEntity("Room")))
+    }
+
+    @Test("the same model: no change")
+    func sameModel() throws {
+        #expect(SchemaDiff(from: StoredModel(try Self.library()), to: try Self.library()).isEmpty)
+    }
+}
