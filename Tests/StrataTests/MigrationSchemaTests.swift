@@ -95,6 +95,30 @@ struct MigrationSchemaTests {
         #expect(try await recorded()?.versionIdentifier == "7", "read back when it opens again")
     }
 
+    @Test("opening a store with another model fails as before, listing what differs: the lightweight changes, then what needs a custom stage")
+    func mismatchListsTheChanges() async throws {
+        let directory = TemporaryDirectory()
+        do {
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: try Self.library())
+            let store = try await coordinator.addPersistentStore(type: .lmdb, at: directory.url, options: CoordinatorStoreTests.options)
+            try await coordinator.remove(store)
+        }
+        let new = try Self.library(version: "2", volume: [
+            AttributeDescription(name: "title", type: .integer64, isOptional: false, defaultValue: .integer(0)),
+            AttributeDescription(name: "pages", type: .integer64, defaultValue: .integer(0), isIndexed: true),
+        ])
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: new)
+        let error = await #expect(throws: StrataError.self) {
+            try await coordinator.addPersistentStore(type: .lmdb, at: directory.url, options: CoordinatorStoreTests.options)
+        }
+        #expect(error?.code == .modelMismatch)
+        #expect(error?.modelChanges == [
+            "change Volume.pages from integer32 to integer64 (widening)",
+            "remove attribute Volume.subtitle",
+            "needs a custom stage: attribute Volume.title changes from string to integer64: no lightweight conversion",
+        ])
+    }
+
     @Test("the typed version 2 against the stored version 1: renamed entity, attribute and relationship, a widened type, a removed attribute, a dropped index")
     func typedSecondVersion() throws {
         let old = StoredModel(try Self.library())

@@ -52,8 +52,11 @@ struct StoreFileTests {
         let changed = try StoreFixtures.changedModel()
         #expect(changed.versionHash != model.versionHash)
         let error = #expect(throws: StrataError.self) { try StoreFixtures.open(directory, model: changed) }
-        #expect(error == .modelMismatch(store: path, storeHash: model.versionHash, modelHash: changed.versionHash))
+        #expect(error == .modelMismatch(
+            store: path, storeHash: model.versionHash, modelHash: changed.versionHash, changes: ["add attribute Note.extra"]))
+        #expect(error?.modelChanges == ["add attribute Note.extra"])
         #expect(error?.description.contains(model.versionHash) == true && error?.description.contains(changed.versionHash) == true)
+        #expect(error?.description.hasSuffix("what differs:\n- add attribute Note.extra") == true)
 
         #expect(try Data(contentsOf: dataFile) == bytesBefore)
         #expect(try Self.databaseNames(at: path) == namesBefore)

@@ -21,7 +21,7 @@ public struct PersistentContainerError: Error, Sendable, Hashable, CustomStringC
         public let storeDescription: PersistentStoreDescription
         /// Why: ``StrataError/incompatibleStore(store:reason:)`` for a location that is
         /// a file or cannot be created, ``StrataError/unknownConfiguration(_:)``,
-        /// ``StrataError/modelMismatch(store:storeHash:modelHash:)``,
+        /// ``StrataError/modelMismatch(store:storeHash:modelHash:changes:)``,
         /// ``StrataError/storage(_:)``, …
         public let error: StrataError
 

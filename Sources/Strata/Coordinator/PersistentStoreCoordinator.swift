@@ -62,7 +62,7 @@ public actor PersistentStoreCoordinator {
     ///   - url: the store directory.
     ///   - options: map size, readers, durability, read-only.
     /// - Returns: the store.
-    /// - Throws: ``StrataError/unknownConfiguration(_:)``; ``StrataError/modelMismatch(store:storeHash:modelHash:)``
+    /// - Throws: ``StrataError/unknownConfiguration(_:)``; ``StrataError/modelMismatch(store:storeHash:modelHash:changes:)``
     ///   for a store written with another model; ``StrataError/incompatibleStore(store:reason:)``
     ///   for a missing location, a directory that is not a store, or a store already added
     ///   to this coordinator (the reason says what to do when that store is terminal);

@@ -45,7 +45,7 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
         case unknownKey(key: String, entity: String)
         case typeMismatch(key: String, entity: String, expected: String, actual: String)
         case validation([ValidationFailure])
-        case modelMismatch(store: String, storeHash: String, modelHash: String)
+        case modelMismatch(store: String, storeHash: String, modelHash: String, changes: [String])
         case incompatibleStore(store: String, reason: String)
         case corruptStore(store: String, reason: String)
         case inaccessibleFault(ManagedObjectID)
@@ -87,9 +87,10 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
     /// Objects failed validation; every failure found is listed.
     public static func validation(_ failures: [ValidationFailure]) -> StrataError { StrataError(.validation(failures)) }
 
-    /// The store was written with a different model; nothing was changed.
-    public static func modelMismatch(store: String, storeHash: String, modelHash: String) -> StrataError {
-        StrataError(.modelMismatch(store: store, storeHash: storeHash, modelHash: modelHash))
+    /// The store was written with a different model; nothing was changed. `changes` lists
+    /// what differs (see ``modelChanges``).
+    public static func modelMismatch(store: String, storeHash: String, modelHash: String, changes: [String] = []) -> StrataError {
+        StrataError(.modelMismatch(store: store, storeHash: storeHash, modelHash: modelHash, changes: changes))
     }
 
     /// The store's data does not belong to Strata, or was written by a newer format.
@@ -219,7 +220,7 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let typeMismatch = Code(.typeMismatch)
         /// ``StrataError/validation(_:)``.
         public static let validation = Code(.validation)
-        /// ``StrataError/modelMismatch(store:storeHash:modelHash:)``.
+        /// ``StrataError/modelMismatch(store:storeHash:modelHash:changes:)``.
         public static let modelMismatch = Code(.modelMismatch)
         /// ``StrataError/incompatibleStore(store:reason:)``.
         public static let incompatibleStore = Code(.incompatibleStore)
@@ -367,7 +368,7 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
     /// kinds.
     public var storeName: String? {
         switch base {
-        case .modelMismatch(let store, _, _), .incompatibleStore(let store, _), .corruptStore(let store, _),
+        case .modelMismatch(let store, _, _, _), .incompatibleStore(let store, _), .corruptStore(let store, _),
              .readOnlyStore(let store): store
         default: nil
         }
@@ -390,12 +391,21 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The model version hash the store was written with, for ``Code/modelMismatch``; nil
     /// for other kinds.
     public var storeHash: String? {
-        if case .modelMismatch(_, let storeHash, _) = base { storeHash } else { nil }
+        if case .modelMismatch(_, let storeHash, _, _) = base { storeHash } else { nil }
+    }
+
+    /// For ``Code/modelMismatch`` of a store that records its model: what differs between
+    /// that model and the current one, one line each, the changes a lightweight migration
+    /// makes first (`add attribute Note.isbn`), then each change that needs a custom stage
+    /// (`needs a custom stage: …`). Empty for other kinds, and for a store written before
+    /// stores recorded their model (only the hashes tell the models apart then).
+    public var modelChanges: [String] {
+        if case .modelMismatch(_, _, _, let changes) = base { changes } else { [] }
     }
 
     /// The current model's version hash, for ``Code/modelMismatch``; nil for other kinds.
     public var modelHash: String? {
-        if case .modelMismatch(_, _, let modelHash) = base { modelHash } else { nil }
+        if case .modelMismatch(_, _, let modelHash, _) = base { modelHash } else { nil }
     }
 
     /// The primary key of the record not decoded, for ``Code/corruptRecord``; nil for other kinds.
@@ -441,8 +451,9 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
         case .validation(let failures):
             "validation failed (\(failures.count) problem(s)):\n"
                 + failures.map { "- \($0)" }.joined(separator: "\n")
-        case .modelMismatch(let store, let storeHash, let modelHash):
-            "the store at \(store) was written with model version \(storeHash), but the current model's version is \(modelHash); the store was not changed (migration is not supported yet)"
+        case .modelMismatch(let store, let storeHash, let modelHash, let changes):
+            "the store at \(store) was written with model version \(storeHash), but the current model's version is \(modelHash); the store was not changed (migrating stores is not built yet)"
+                + (changes.isEmpty ? "" : "; what differs:\n" + changes.map { "- \($0)" }.joined(separator: "\n"))
         case .incompatibleStore(let store, let reason):
             "the store at \(store) cannot be opened: \(reason)"
         case .corruptStore(let store, let reason):

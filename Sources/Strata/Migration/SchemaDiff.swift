@@ -126,10 +126,10 @@ struct SchemaDiff: Sendable, Hashable {
             if source.superentity != entity.superentityName.flatMap({ name in Self.oldName(of: name, in: new, old: oldEntities) }) {
                 problems.append(
                     "entity \(entity.name) has superentity \(entity.superentityName ?? "none"), not \(source.superentity ?? "none") as stored: "
-                        + "moving an entity in the hierarchy needs a custom stage")
+                        + "it moved in the entity hierarchy")
             }
             if source.isAbstract != entity.isAbstract, entity.isAbstract {
-                problems.append("entity \(entity.name) became abstract: its stored objects need a custom stage to become sub-entities")
+                problems.append("entity \(entity.name) became abstract: its stored objects must become objects of its sub-entities")
             }
             compareAttributes(of: entity, with: source)
             compareRelationships(of: entity, with: source, in: new, old: oldEntities)
@@ -192,7 +192,7 @@ struct SchemaDiff: Sendable, Hashable {
                 } else {
                     problems.append(
                         "attribute \(entity.name).\(attribute.name) changes from \(previous.type) to \(newType): "
-                            + "no lightweight conversion (it needs a custom stage)")
+                            + "no lightweight conversion")
                 }
             }
             if previous.isOptional && !attribute.isOptional {
@@ -240,7 +240,7 @@ struct SchemaDiff: Sendable, Hashable {
             if previous.destination != destination {
                 problems.append(
                     "relationship \(entity.name).\(relationship.name) points to \(relationship.destinationEntityName), "
-                        + "not \(previous.destination) as stored: changing a destination needs a custom stage")
+                        + "not \(previous.destination) as stored")
             }
             switch (previous.isToMany, relationship.isToMany) {
             case (false, true):
@@ -248,12 +248,11 @@ struct SchemaDiff: Sendable, Hashable {
             case (true, false):
                 problems.append(
                     "relationship \(entity.name).\(relationship.name) becomes to-one: objects with several destinations "
-                        + "need a custom stage to choose one")
+                        + "must keep one")
             default:
                 if previous.isToMany && previous.isOrdered != relationship.isOrdered && relationship.isOrdered {
                     problems.append(
-                        "relationship \(entity.name).\(relationship.name) becomes ordered: the stored members have no order "
-                            + "(it needs a custom stage)")
+                        "relationship \(entity.name).\(relationship.name) becomes ordered: the stored members have no order")
                 }
             }
         }

@@ -71,7 +71,7 @@ final class StoreFile: Sendable {
     /// the directory and the store must exist. With `verifyingPages`, every page the
     /// store's trees reach is checked first (`Environment.verifyPages()`).
     ///
-    /// - Throws: ``StrataError/modelMismatch(store:storeHash:modelHash:)`` when the model
+    /// - Throws: ``StrataError/modelMismatch(store:storeHash:modelHash:changes:)`` when the model
     ///   differs; ``StrataError/incompatibleStore(store:reason:)`` for a newer format,
     ///   damaged metadata or an LMDB environment holding other data;
     ///   ``StrataError/corruptStore(store:reason:)`` when `data.mdb` is truncated, is
@@ -149,7 +149,13 @@ final class StoreFile: Sendable {
         if let existing = try StoreFile.existingMetadata(in: environment, path: path) {
             // Check before creating anything: a mismatched store is left byte for byte as it was.
             guard existing.modelVersionHash == model.versionHash else {
-                throw .modelMismatch(store: path, storeHash: existing.modelVersionHash, modelHash: model.versionHash)
+                // What differs, when the store recorded its model: the plan a migration will follow.
+                var changes: [String] = []
+                if let stored = existing.storedModel {
+                    let diff = SchemaDiff(from: stored, to: model)
+                    changes = diff.changes.map(\.description) + diff.problems.map { "needs a custom stage: " + $0 }
+                }
+                throw .modelMismatch(store: path, storeHash: existing.modelVersionHash, modelHash: model.versionHash, changes: changes)
             }
             if let problem = existing.schema.problem(storing: model) {
                 throw .incompatibleStore(store: path, reason: "its metadata is damaged: \(problem)")
