@@ -58,7 +58,7 @@ public final class PersistentContainer: Sendable {
     }
 
     /// A container named `name` whose model is built from typed classes, as
-    /// ``ManagedObjectModel/init(types:configurations:)`` builds it.
+    /// ``ManagedObjectModel/init(types:configurations:versionIdentifier:)`` builds it.
     ///
     /// - Throws: ``ModelError`` with every problem of the model.
     public convenience init(

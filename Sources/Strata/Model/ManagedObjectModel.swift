@@ -25,7 +25,7 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
     public let entitiesByName: [String: EntityDescription]
 
     /// The version of the model, as the app names it (`"2"`, `"2026.11"`): what a
-    /// ``MigrationPlan`` orders and a store records. Nil for a model that names none; a
+    /// migration plan orders and a store records. Nil for a model that names none; a
     /// store still tells models apart by their ``versionHash``.
     public let versionIdentifier: String?
 

@@ -9,7 +9,7 @@ extension ManagedObject {
     /// class and cached.
     ///
     /// Inverses are checked when you build a model from the classes
-    /// (``ManagedObjectModel/init(types:configurations:)``); this description on its own is not
+    /// (``ManagedObjectModel/init(types:configurations:versionIdentifier:)``); this description on its own is not
     /// checked. On `ManagedObject` itself it is an empty entity.
     public class func entity() -> EntityDescription {
         ClassEntityRegistry.shared.entity(of: self)
