@@ -80,8 +80,8 @@ func fail(_ message: String) -> Never {
 
 // MARK: Strata
 
-func openStrata(_ directory: String) throws -> PersistentStoreCoordinator {
-    let coordinator = PersistentStoreCoordinator(managedObjectModel: try ManagedObjectModel(types: [Item.self]))
+func openStrata(_ directory: String, types: [ManagedObject.Type] = [Item.self]) throws -> PersistentStoreCoordinator {
+    let coordinator = PersistentStoreCoordinator(managedObjectModel: try ManagedObjectModel(types: types))
     var options = PersistentStore.Options()
     options.mapSize = 1 << 30
     options.durability = .noSync
@@ -301,19 +301,10 @@ final class Coded: ManagedObject {
     @Attribute var revision: Int64 = 0
 }
 
-func openCoded(_ directory: String) throws -> PersistentStoreCoordinator {
-    let coordinator = PersistentStoreCoordinator(managedObjectModel: try ManagedObjectModel(types: [Coded.self]))
-    var options = PersistentStore.Options()
-    options.mapSize = 1 << 30
-    options.durability = .noSync
-    try coordinator.addPersistentStoreSynchronously(type: .lmdb, at: URL(fileURLWithPath: directory, isDirectory: true), options: options)
-    return coordinator
-}
-
 /// Inserts a coded object for each of `codes`, `batch` per save (or per `reset()` when not
 /// `saving`), under `policy`.
 func codedInsert(_ codes: Range<Int64>, into directory: String, revision: Int64, policy: MergePolicy, saving: Bool, batch: Int = 1000) throws {
-    let context = ManagedObjectContext(.privateQueue, coordinator: try openCoded(directory))
+    let context = ManagedObjectContext(.privateQueue, coordinator: try openStrata(directory, types: [Coded.self]))
     context.mergePolicy = policy
     try context.performAndWait { context in
         context.notificationCenter = nil

@@ -256,19 +256,11 @@ struct UniquenessConstraintTests {
 struct ChildUniquenessTests {
     /// Saves a child's new account with `email` into `parent`; the constraint conflicts, if any.
     static func childInserts(_ emails: [String], into parent: ManagedObjectContext, policy: MergePolicy = .error) async throws -> [ConstraintConflict] {
-        let child = ManagedObjectContext(.privateQueue, parent: parent, name: "editor")
-        child.mergePolicy = policy
-        return try await child.perform { context in
+        try await childChanges(in: parent, policy: policy) { context in
             for email in emails {
                 let account = UserAccount()
                 account.email = email
                 try context.insert(account)
-            }
-            do {
-                try context.save()
-                return []
-            } catch let error as StrataError where error.code == .constraintConflicts {
-                return error.constraintConflicts
             }
         }
     }
@@ -319,12 +311,17 @@ struct ChildUniquenessTests {
             let account = UserAccount()
             account.email = email
             try context.insert(account)
-            do {
-                try context.save()
-                return []
-            } catch let error as StrataError where error.code == .constraintConflicts {
-                return error.constraintConflicts
-            }
+            return try savedOrConflicts(context)
+        }
+    }
+
+    /// Saves `context`: no conflicts, or the constraint conflicts that failed the save.
+    static func savedOrConflicts(_ context: isolated ManagedObjectContext) throws -> [ConstraintConflict] {
+        do {
+            try context.save()
+            return []
+        } catch let error as StrataError where error.code == .constraintConflicts {
+            return error.constraintConflicts
         }
     }
 
@@ -342,12 +339,7 @@ struct ChildUniquenessTests {
         child.mergePolicy = policy
         return try await child.perform { context in
             try body(context)
-            do {
-                try context.save()
-                return []
-            } catch let error as StrataError where error.code == .constraintConflicts {
-                return error.constraintConflicts
-            }
+            return try savedOrConflicts(context)
         }
     }
 
