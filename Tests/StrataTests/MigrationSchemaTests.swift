@@ -255,4 +255,46 @@ struct MigrationSchemaTests {
     func sameModel() throws {
         #expect(SchemaDiff(from: StoredModel(try Self.library()), to: try Self.library()).isEmpty)
     }
+
+    @Test("a migrated schema keeps the numbers of what the new model keeps (renamed entities, attributes and to-one relationships included) and numbers new things above every old number; a property of another kind under an old name gets a new number")
+    func migratedSchemaNumbers() throws {
+        let oldModel = try Self.library()
+        let old = StoreSchema(assigningNumbersFor: oldModel)
+        let new = try ManagedObjectModel(types: [Tome.self, Stack.self], versionIdentifier: "2")
+        let migrated = old.migrated(to: new, from: StoredModel(oldModel))
+        #expect(migrated.problem(storing: new) == nil)
+        #expect(migrated.entityNumber(of: "Tome") == old.entityNumber(of: "Volume"))
+        #expect(migrated.entityNumber(of: "Stack") == old.entityNumber(of: "Stack"))
+        #expect(migrated.fieldNumber(entity: "Tome", property: "heading") == old.fieldNumber(entity: "Volume", property: "title"))
+        #expect(migrated.fieldNumber(entity: "Tome", property: "pages") == old.fieldNumber(entity: "Volume", property: "pages"))
+        #expect(migrated.fieldNumber(entity: "Tome", property: "shelf") == old.fieldNumber(entity: "Volume", property: "location"))
+        #expect(migrated.fieldNumber(entity: "Stack", property: "label") == old.fieldNumber(entity: "Stack", property: "label"))
+
+        // A new entity and a new attribute: numbers above every old one. An old attribute's
+        // name reused by a to-one relationship: a new number (rows hold a value there, not a key).
+        let highestField = [("Volume", ["title", "pages", "subtitle", "location"]), ("Stack", ["label"])]
+            .flatMap { entity, names in names.compactMap { old.fieldNumber(entity: entity, property: $0) } }.max() ?? 0
+        let third = try ManagedObjectModel(entities: [
+            EntityDescription(name: "Volume", attributes: [
+                AttributeDescription(name: "title", type: .string, isOptional: false, defaultValue: .string("")),
+                AttributeDescription(name: "isbn", type: .string),
+            ], relationships: [
+                RelationshipDescription(name: "location", destinationEntityName: "Stack", inverseName: "books"),
+                RelationshipDescription(name: "subtitle", destinationEntityName: "Author", inverseName: "volumes"),
+            ]),
+            EntityDescription(name: "Stack", attributes: [AttributeDescription(name: "label", type: .string)], relationships: [
+                RelationshipDescription(name: "books", destinationEntityName: "Volume", inverseName: "location", isToMany: true),
+            ]),
+            EntityDescription(name: "Author", relationships: [
+                RelationshipDescription(name: "volumes", destinationEntityName: "Volume", inverseName: "subtitle", isToMany: true),
+            ]),
+        ])
+        let later = old.migrated(to: third, from: StoredModel(oldModel))
+        #expect(later.problem(storing: third) == nil)
+        #expect(later.fieldNumber(entity: "Volume", property: "title") == old.fieldNumber(entity: "Volume", property: "title"))
+        let isbn = try #require(later.fieldNumber(entity: "Volume", property: "isbn"))
+        let subtitle = try #require(later.fieldNumber(entity: "Volume", property: "subtitle"))
+        #expect(isbn > highestField && subtitle > highestField && isbn != subtitle)
+        #expect(try #require(later.entityNumber(of: "Author")) > max(old.entityNumber(of: "Volume") ?? 0, old.entityNumber(of: "Stack") ?? 0))
+    }
 }

@@ -85,6 +85,64 @@ struct StoreSchema: Sendable, Hashable {
     }
 }
 
+// MARK: - Migration
+
+extension StoreSchema {
+    /// The numbers of a store migrated from this schema (of the model `stored` describes)
+    /// to `model`: an entity or stored field the new model keeps (by name, or by its
+    /// renaming identifier) keeps its number, so renamed properties need no rewrite and
+    /// row references stay valid; new ones get numbers above every number this schema
+    /// uses (a number is never given to another property while rows may hold it). Sub-entities
+    /// share their ancestors' numbers, as in a new store.
+    func migrated(to model: ManagedObjectModel, from stored: StoredModel) -> StoreSchema {
+        var nextEntity = (entityNames.keys.max() ?? 0) + 1
+        var nextField = (entities.values.flatMap(\.fields.values).max() ?? 0) + 1
+        let storedEntities = Dictionary(stored.entities.map { ($0.name, $0) }) { first, _ in first }
+        /// The stored attributes and to-one relationships of old entity `name`, its ancestors' included.
+        func storedFields(of name: String) -> (attributes: Set<String>, toOne: Set<String>) {
+            var attributes = Set<String>(), toOne = Set<String>()
+            var next: String? = name
+            var seen = Set<String>()
+            while let current = next, seen.insert(current).inserted, let entity = storedEntities[current] {
+                attributes.formUnion(entity.attributes.map(\.name))
+                toOne.formUnion(entity.relationships.filter { !$0.isToMany }.map(\.name))
+                next = entity.superentity
+            }
+            return (attributes, toOne)
+        }
+        var result: [String: Entity] = [:]
+        for entity in model.entities.sorted(by: { ($0.ancestorNames.count, $0.name) < ($1.ancestorNames.count, $1.name) }) {
+            let oldName = entity.renamingIdentifier.flatMap { entities[$0] != nil ? $0 : nil } ?? entity.name
+            let old = entities[oldName]
+            let kinds = storedFields(of: oldName)
+            var fields = entity.superentityName.flatMap { result[$0]?.fields } ?? [:]
+            /// The stored field of `name` (renamed from `renaming`) when the old entity held
+            /// one of the same kind (`among`), or a new number.
+            func number(for name: String, renaming: String?, among names: Set<String>) -> UInt32 {
+                if let renaming, names.contains(renaming), let found = old?.fields[renaming] { return found }
+                if names.contains(name), let found = old?.fields[name] { return found }
+                defer { nextField += 1 }
+                return nextField
+            }
+            for attribute in entity.declaredAttributes where !attribute.isTransient && fields[attribute.name] == nil {
+                fields[attribute.name] = number(for: attribute.name, renaming: attribute.renamingIdentifier, among: kinds.attributes)
+            }
+            for relationship in entity.declaredRelationships where !relationship.isToMany && fields[relationship.name] == nil {
+                fields[relationship.name] = number(for: relationship.name, renaming: relationship.renamingIdentifier, among: kinds.toOne)
+            }
+            let entityNumber: UInt16
+            if let old {
+                entityNumber = old.number
+            } else {
+                entityNumber = nextEntity
+                nextEntity += 1
+            }
+            result[entity.name] = Entity(number: entityNumber, fields: fields)
+        }
+        return StoreSchema(entities: result)
+    }
+}
+
 // MARK: - Encoding
 
 extension StoreSchema {
