@@ -1,5 +1,5 @@
 import Foundation
-@testable import Strata
+@_spi(StorageInternals) @testable import Strata
 import StrataTesting
 import Testing
 
@@ -296,5 +296,52 @@ struct MigrationSchemaTests {
         let subtitle = try #require(later.fieldNumber(entity: "Volume", property: "subtitle"))
         #expect(isbn > highestField && subtitle > highestField && isbn != subtitle)
         #expect(try #require(later.entityNumber(of: "Author")) > max(old.entityNumber(of: "Volume") ?? 0, old.entityNumber(of: "Stack") ?? 0))
+    }
+
+    @Test("a record rewrite keeps renamed and widened fields where they are, drops removed ones, fills defaults where a new or newly required attribute holds nothing, and keeps the row version")
+    func recordRewrite() throws {
+        let oldModel = try Self.library()
+        let old = StoreSchema(assigningNumbersFor: oldModel)
+        let model = try ManagedObjectModel(types: [Tome.self, Stack.self], versionIdentifier: "2")
+        let new = old.migrated(to: model, from: StoredModel(oldModel))
+        let plan = try #require(RecordRewrite.plan(entity: "Tome", from: old, stored: StoredModel(oldModel), to: new, model: model))
+        func number(_ schema: StoreSchema, _ entity: String, _ name: String) throws -> UInt32 {
+            try #require(schema.fieldNumber(entity: entity, property: name))
+        }
+        let title = try number(old, "Volume", "title"), pages = try number(old, "Volume", "pages")
+        let subtitle = try number(old, "Volume", "subtitle"), location = try number(old, "Volume", "location")
+        let reference = AttributeValue.binaryData(Data(repeating: 7, count: 10))
+        let before = RecordCodec.encode(Record(version: 5, fields: [title: .string("A"), subtitle: .string("s"), location: reference]))
+        let after = try RecordCodec.decode(try before.withUnsafeBytes { try plan.rewrite($0) })
+        #expect(after == Record(version: 5, fields: [
+            try number(new, "Tome", "heading"): .string("A"), try number(new, "Tome", "pages"): .integer(0),
+            try number(new, "Tome", "shelf"): reference,
+        ]))
+        #expect(try number(new, "Tome", "pages") == pages, "a widened integer keeps its field")
+        #expect(plan.kept[pages] == .keep)
+        // Stack's label became required (a String property): filled where nil.
+        let stack = try #require(RecordRewrite.plan(entity: "Stack", from: old, stored: StoredModel(oldModel), to: new, model: model))
+        #expect(stack.fills == [try number(new, "Stack", "label"): .string("")])
+        // The same model: nothing to rewrite.
+        #expect(RecordRewrite.plan(entity: "Volume", from: old, stored: StoredModel(oldModel), to: old, model: oldModel) == nil)
+    }
+
+    @Test("conversions are exact or fail naming the attribute and value: narrowing, integers to floating point and back, double to float")
+    func exactConversions() throws {
+        #expect(RecordRewrite.convert(.integer(70_000), to: .integer(32)) == .integer(70_000))
+        #expect(RecordRewrite.convert(.integer(70_000), to: .integer(16)) == nil)
+        #expect(RecordRewrite.convert(.integer(1 << 53), to: .double) == .double(9_007_199_254_740_992))
+        #expect(RecordRewrite.convert(.integer((1 << 53) + 1), to: .double) == nil)
+        #expect(RecordRewrite.convert(.double(3), to: .integer(64)) == .integer(3))
+        #expect(RecordRewrite.convert(.double(2.5), to: .integer(64)) == nil)
+        #expect(RecordRewrite.convert(.double(0.5), to: .float) == .float(0.5))
+        #expect(RecordRewrite.convert(.double(0.1), to: .float) == nil)
+        #expect(RecordRewrite.convert(.float(0.1), to: .double) == .double(Double(Float(0.1))))
+        #expect(RecordRewrite.convert(.string("3"), to: .integer(64)) == nil)
+        let rewrite = RecordRewrite(kept: [1: .convert(.integer(16))], fills: [:], names: [1: "Volume.pages"])
+        let bytes = RecordCodec.encode(Record(version: 1, fields: [1: .integer(70_000)]))
+        let failure = #expect(throws: RecordRewrite.Failure.self) { try bytes.withUnsafeBytes { try rewrite.rewrite($0) } }
+        #expect(failure?.reason == "Volume.pages holds integer(70000), which does not convert exactly to integer16")
+        #expect(throws: RecordRewrite.Failure.self) { try [UInt8]([9, 9]).withUnsafeBytes { try rewrite.rewrite($0) } }
     }
 }
