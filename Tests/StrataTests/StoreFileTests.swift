@@ -81,6 +81,23 @@ struct StoreFileTests {
         #expect(try Self.databaseNames(at: path) == ["someone-else"])
     }
 
+    @Test func aDamagedModelDescriptionIsRefusedAndTheStoreIsLeftUntouched() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.appending("store")
+        do { _ = try StoreFixtures.open(directory) }
+        do {
+            let env = try Environment(path: path, configuration: StoreFixtures.configuration)
+            let metadata = try env.openDatabase(named: "strata.metadata")
+            try env.write { txn throws in try txn.put(Array("{\"entities\": 3}".utf8), forKey: Array("modelDescription".utf8), in: metadata) }
+        }
+        let dataFile = URL(fileURLWithPath: path + "/data.mdb")
+        let bytesBefore = try Data(contentsOf: dataFile)
+        let error = #expect(throws: StrataError.self) { try StoreFixtures.open(directory) }
+        #expect(error?.code == .incompatibleStore && error?.storeName == path)
+        #expect(error?.reason?.contains("its metadata is damaged: the stored model description does not decode") == true, "\(String(describing: error))")
+        #expect(try Data(contentsOf: dataFile) == bytesBefore)
+    }
+
     @Test func anEmptyLMDBEnvironmentBecomesAStore() throws {
         let directory = TemporaryDirectory()
         do { _ = try Environment(path: directory.appending("store"), configuration: StoreFixtures.configuration) }

@@ -266,12 +266,7 @@ struct UpsertTests {
             account.region = "r"
             account.handle = "h"    // (r, h) held by z@x
             try context.insert(account)
-            do {
-                try context.save()
-                return []
-            } catch let error as StrataError where error.code == .constraintConflicts {
-                return error.constraintConflicts
-            }
+            return try ChildUniquenessTests.savedOrConflicts(context)
         }
         #expect(conflicts.count == 2 && conflicts.allSatisfy { $0.existingObjectID != nil })
         #expect(try await Self.stored(coordinator) == ["stored 5 - Red", "Blue: 0", "Red: 1"])

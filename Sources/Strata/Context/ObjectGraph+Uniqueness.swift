@@ -46,25 +46,25 @@ extension ObjectGraph {
         }
         for change in save.updated {
             guard let entity = model.entitiesByName[change.objectID.entityName], !entity.uniquenessConstraints.isEmpty else { continue }
-            var set: [Int: AttributeValue?] = [:]
-            for index in 0..<change.attributeCount {
-                let attribute = change.attribute(index)
-                set[attribute.slot] = attribute.value
+            // The change's attributes are few (most changes set one or two): looked up in place.
+            func set(_ slot: Int) -> AttributeValue?? {
+                for index in 0..<change.attributeCount where change.attribute(index).slot == slot { return .some(change.attribute(index).value) }
+                return nil
             }
             var object: ManagedObject?
             for (constraint, owner) in zip(entity.uniquenessConstraints, entity.uniquenessConstraintOwners) {
                 let slots = constraint.compactMap { entity.attributeSlot(named: $0) }
-                guard slots.count == constraint.count, slots.contains(where: { set[$0] != nil }) else { continue }
+                guard slots.count == constraint.count, slots.contains(where: { set($0) != nil }) else { continue }
                 moving[[owner] + constraint, default: []].insert(change.objectID)
                 // The values the change does not set, as this context holds them.
-                if object == nil, slots.contains(where: { set[$0] == nil }) {
+                if object == nil, slots.contains(where: { set($0) == nil }) {
                     let found = self.object(for: change.objectID)
                     if found.faultState == .fault { try? fireFault(of: found) }
                     object = found.faultState == .fault ? nil : found
                 }
                 var values: [AttributeValue?] = []
                 for slot in slots {
-                    if let value = set[slot] { values.append(value) } else { values.append(object?.attributeValue(at: slot)) }
+                    if let value = set(slot) { values.append(value) } else { values.append(object?.attributeValue(at: slot)) }
                 }
                 claim(constraint, owner: owner, of: change.objectID, values: values)
             }

@@ -27,15 +27,12 @@ struct RecordRewrite: Sendable, Hashable {
         entity entityName: String, from old: StoreSchema, stored: StoredModel, to new: StoreSchema, model: ManagedObjectModel
     ) -> RecordRewrite? {
         guard let entity = model.entitiesByName[entityName], let numbers = new.entities[entityName] else { return nil }
-        let oldName = entity.renamingIdentifier.flatMap { old.entities[$0] != nil ? $0 : nil } ?? entityName
+        let oldName = old.storedName(of: entity)
         let oldFields = old.entities[oldName]?.fields ?? [:]
         // The old types and optionality, by field number (ancestors' attributes included).
         var oldAttributes: [UInt32: StoredModel.Attribute] = [:]
-        var next: String? = oldName
-        var seen = Set<String>()
-        while let current = next, seen.insert(current).inserted, let stored = stored.entities.first(where: { $0.name == current }) {
-            for attribute in stored.attributes { if let number = oldFields[attribute.name] { oldAttributes[number] = attribute } }
-            next = stored.superentity
+        for attribute in stored.storedProperties(of: oldName).attributes {
+            if let number = oldFields[attribute.name] { oldAttributes[number] = attribute }
         }
         var rewrite = RecordRewrite(kept: [:], fills: [:], names: [:])
         var changes = false

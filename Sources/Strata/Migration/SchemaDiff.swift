@@ -111,13 +111,8 @@ struct SchemaDiff: Sendable, Hashable {
         var matched = Set<String>()
         for entity in new.entities {
             // The old entity: by the renaming identifier, else by name.
-            let source: StoredModel.Entity?
-            if let renamed = entity.renamingIdentifier, let found = oldEntities[renamed] {
-                source = found
-                if renamed != entity.name { changes.append(.renameEntity(from: renamed, to: entity.name)) }
-            } else {
-                source = oldEntities[entity.name]
-            }
+            let (source, renamedFrom) = Self.previous(of: entity.name, renaming: entity.renamingIdentifier, in: oldEntities)
+            if let renamedFrom { changes.append(.renameEntity(from: renamedFrom, to: entity.name)) }
             guard let source else {
                 changes.append(.addEntity(entity.name))
                 continue
@@ -148,6 +143,15 @@ struct SchemaDiff: Sendable, Hashable {
         }
     }
 
+    /// What `name` was in the stored model: the stored element its renaming identifier names
+    /// (and that old name, when it differs), else the one of the same name.
+    private static func previous<Element>(
+        of name: String, renaming: String?, in old: [String: Element]
+    ) -> (element: Element?, renamedFrom: String?) {
+        if let renaming, let found = old[renaming] { return (found, renaming == name ? nil : renaming) }
+        return (old[name], nil)
+    }
+
     /// The name an old attribute has in `entity` (a renamed one's new name).
     private static func newAttributeName(_ name: String, in entity: EntityDescription) -> String {
         entity.declaredAttributes.first { $0.renamingIdentifier == name }?.name ?? name
@@ -164,13 +168,8 @@ struct SchemaDiff: Sendable, Hashable {
         let oldAttributes = Dictionary(source.attributes.map { ($0.name, $0) }) { first, _ in first }
         var matched = Set<String>()
         for attribute in entity.declaredAttributes where !attribute.isTransient {
-            let previous: StoredModel.Attribute?
-            if let renamed = attribute.renamingIdentifier, let found = oldAttributes[renamed] {
-                previous = found
-                if renamed != attribute.name { changes.append(.renameAttribute(entity: entity.name, from: renamed, to: attribute.name)) }
-            } else {
-                previous = oldAttributes[attribute.name]
-            }
+            let (previous, renamedFrom) = Self.previous(of: attribute.name, renaming: attribute.renamingIdentifier, in: oldAttributes)
+            if let renamedFrom { changes.append(.renameAttribute(entity: entity.name, from: renamedFrom, to: attribute.name)) }
             guard let previous else {
                 if !attribute.isOptional && attribute.defaultValue == nil {
                     problems.append(
@@ -222,15 +221,9 @@ struct SchemaDiff: Sendable, Hashable {
         let oldRelationships = Dictionary(source.relationships.map { ($0.name, $0) }) { first, _ in first }
         var matched = Set<String>()
         for relationship in entity.declaredRelationships {
-            let previous: StoredModel.Relationship?
-            if let renamed = relationship.renamingIdentifier, let found = oldRelationships[renamed] {
-                previous = found
-                if renamed != relationship.name {
-                    changes.append(.renameRelationship(entity: entity.name, from: renamed, to: relationship.name))
-                }
-            } else {
-                previous = oldRelationships[relationship.name]
-            }
+            let (previous, renamedFrom) = Self.previous(
+                of: relationship.name, renaming: relationship.renamingIdentifier, in: oldRelationships)
+            if let renamedFrom { changes.append(.renameRelationship(entity: entity.name, from: renamedFrom, to: relationship.name)) }
             guard let previous else {
                 changes.append(.addRelationship(entity: entity.name, relationship: relationship.name))
                 continue

@@ -81,6 +81,20 @@ struct StoredModel: Codable, Sendable, Hashable {
         }
     }
 
+    /// The stored attributes and to-one relationships of entity `name`, its ancestors'
+    /// included (empty for an entity the model does not have).
+    func storedProperties(of name: String) -> (attributes: [Attribute], toOne: [Relationship]) {
+        var attributes: [Attribute] = [], toOne: [Relationship] = []
+        var next: String? = name
+        var seen = Set<String>()
+        while let current = next, seen.insert(current).inserted, let entity = entities.first(where: { $0.name == current }) {
+            attributes += entity.attributes
+            toOne += entity.relationships.filter { !$0.isToMany }
+            next = entity.superentity
+        }
+        return (attributes, toOne)
+    }
+
     /// The JSON the store keeps.
     func encoded() -> [UInt8] {
         let encoder = JSONEncoder()

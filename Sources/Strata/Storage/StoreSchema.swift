@@ -88,6 +88,12 @@ struct StoreSchema: Sendable, Hashable {
 // MARK: - Migration
 
 extension StoreSchema {
+    /// The name this schema knows `entity` by: its renaming identifier when the schema has
+    /// an entity of that name, else its own.
+    func storedName(of entity: EntityDescription) -> String {
+        entity.renamingIdentifier.flatMap { entities[$0] != nil ? $0 : nil } ?? entity.name
+    }
+
     /// The numbers of a store migrated from this schema (of the model `stored` describes)
     /// to `model`: an entity or stored field the new model keeps (by name, or by its
     /// renaming identifier) keeps its number, so renamed properties need no rewrite and
@@ -97,24 +103,12 @@ extension StoreSchema {
     func migrated(to model: ManagedObjectModel, from stored: StoredModel) -> StoreSchema {
         var nextEntity = (entityNames.keys.max() ?? 0) + 1
         var nextField = (entities.values.flatMap(\.fields.values).max() ?? 0) + 1
-        let storedEntities = Dictionary(stored.entities.map { ($0.name, $0) }) { first, _ in first }
-        /// The stored attributes and to-one relationships of old entity `name`, its ancestors' included.
-        func storedFields(of name: String) -> (attributes: Set<String>, toOne: Set<String>) {
-            var attributes = Set<String>(), toOne = Set<String>()
-            var next: String? = name
-            var seen = Set<String>()
-            while let current = next, seen.insert(current).inserted, let entity = storedEntities[current] {
-                attributes.formUnion(entity.attributes.map(\.name))
-                toOne.formUnion(entity.relationships.filter { !$0.isToMany }.map(\.name))
-                next = entity.superentity
-            }
-            return (attributes, toOne)
-        }
         var result: [String: Entity] = [:]
         for entity in model.entities.sorted(by: { ($0.ancestorNames.count, $0.name) < ($1.ancestorNames.count, $1.name) }) {
-            let oldName = entity.renamingIdentifier.flatMap { entities[$0] != nil ? $0 : nil } ?? entity.name
+            let oldName = storedName(of: entity)
             let old = entities[oldName]
-            let kinds = storedFields(of: oldName)
+            let properties = stored.storedProperties(of: oldName)
+            let kinds = (attributes: Set(properties.attributes.map(\.name)), toOne: Set(properties.toOne.map(\.name)))
             var fields = entity.superentityName.flatMap { result[$0]?.fields } ?? [:]
             /// The stored field of `name` (renamed from `renaming`) when the old entity held
             /// one of the same kind (`among`), or a new number.
