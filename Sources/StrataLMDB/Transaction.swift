@@ -170,6 +170,40 @@ public struct WriteTransaction: ~Copyable, ReadableTransaction {
         if rc != MDB_SUCCESS { throw failure(rc, "emptying \(database)") }
     }
 
+    /// Opens (with `create`, creates) database `name` (nil: the main database, never
+    /// created) inside this transaction, for a
+    /// migration that must create and fill databases atomically with its other writes.
+    ///
+    /// Unlike ``Environment/openDatabase(named:flags:)`` the handle is not cached: it is
+    /// valid in this transaction and, once it commits, for the environment's life (a later
+    /// ``Environment/openDatabase(named:flags:)`` of the name returns the same handle); when
+    /// the transaction aborts, LMDB closes it. lmdb.h forbids opening databases in
+    /// concurrent transactions of one process: call it only while no other transaction of
+    /// the environment is open (a store being opened, before anyone else can use it).
+    ///
+    /// - Throws: ``LMDBError/notFound`` when it does not exist and `create` is false,
+    ///   ``LMDBError/databasesFull``, ``LMDBError/incompatible``.
+    public func openDatabase(named name: String?, create: Bool, flags: Database.Flags = []) throws(LMDBError) -> Database {
+        var dbi = MDB_dbi()
+        let openFlags = flags.subtracting(.create).rawValue | (create && name != nil ? UInt32(MDB_CREATE) : 0)
+        let rc = name.map { mdb_dbi_open(pointer, $0, openFlags, &dbi) } ?? mdb_dbi_open(pointer, nil, openFlags, &dbi)
+        if rc != MDB_SUCCESS { throw failure(rc, "opening database \(name ?? "<main>")") }
+        var actual: UInt32 = 0
+        mdb_dbi_flags(pointer, dbi, &actual)
+        return Database(name: name, flags: Database.Flags(rawValue: actual), handle: dbi, environment: environment)
+    }
+
+    /// Deletes `database` itself, entries and name (`mdb_drop(1)`): once this transaction
+    /// commits the handle is closed, and neither it nor a handle of the same name cached by
+    /// ``Environment/openDatabase(named:flags:)`` may be used again (open it anew instead).
+    /// Drop only databases opened with ``openDatabase(named:create:flags:)`` of this
+    /// transaction.
+    public func dropDatabase(_ database: Database) throws(LMDBError) {
+        TransactionOperations.check(database, environment)
+        let rc = mdb_drop(pointer, database.handle, 1)
+        if rc != MDB_SUCCESS { throw failure(rc, "dropping \(database)") }
+    }
+
     /// Runs `body` in a nested transaction of this one (`mdb_txn_begin` with this
     /// transaction as its parent): when `body` returns, its writes join this transaction;
     /// when it throws, they are undone and this transaction goes on as if `body` had

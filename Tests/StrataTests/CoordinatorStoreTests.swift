@@ -189,13 +189,15 @@ struct CoordinatorStoreTests {
         #expect(try coordinator.fetch(request) == [.count(2)])  // the insert was not written either
     }
 
-    @Test("a store of another model version is refused and left untouched")
+    @Test("a store of another model version is refused and left untouched when automatic migration is off")
     func otherModel() async throws {
         let directory = TemporaryDirectory()
         let url = directory.url.appendingPathComponent("Other.strata")
         _ = try StoreFile(directory: url, model: StoreFixtures.model(), configuration: StoreFixtures.configuration)
         let coordinator = PersistentStoreCoordinator(managedObjectModel: NotesModel.model)
-        let error = await #expect(throws: StrataError.self) { try await coordinator.addPersistentStore(at: url) }
+        var options = PersistentStore.Options()
+        options.shouldMigrateStoreAutomatically = false
+        let error = await #expect(throws: StrataError.self) { try await coordinator.addPersistentStore(at: url, options: options) }
         guard error?.code == .modelMismatch else { Issue.record("\(String(describing: error))"); return }
         #expect(coordinator.persistentStores.isEmpty)
     }

@@ -95,7 +95,7 @@ struct MigrationSchemaTests {
         #expect(try await recorded()?.versionIdentifier == "7", "read back when it opens again")
     }
 
-    @Test("opening a store with another model fails as before, listing what differs: the lightweight changes, then what needs a custom stage")
+    @Test("with automatic migration off, opening a store with another model fails listing what differs: the lightweight changes, then what needs a custom stage")
     func mismatchListsTheChanges() async throws {
         let directory = TemporaryDirectory()
         do {
@@ -108,8 +108,10 @@ struct MigrationSchemaTests {
             AttributeDescription(name: "pages", type: .integer64, defaultValue: .integer(0), isIndexed: true),
         ])
         let coordinator = PersistentStoreCoordinator(managedObjectModel: new)
+        var options = CoordinatorStoreTests.options
+        options.shouldMigrateStoreAutomatically = false
         let error = await #expect(throws: StrataError.self) {
-            try await coordinator.addPersistentStore(type: .lmdb, at: directory.url, options: CoordinatorStoreTests.options)
+            try await coordinator.addPersistentStore(type: .lmdb, at: directory.url, options: options)
         }
         #expect(error?.code == .modelMismatch)
         #expect(error?.modelChanges == [
@@ -341,7 +343,7 @@ struct MigrationSchemaTests {
         let rewrite = RecordRewrite(kept: [1: .convert(.integer(16))], fills: [:], names: [1: "Volume.pages"])
         let bytes = RecordCodec.encode(Record(version: 1, fields: [1: .integer(70_000)]))
         let failure = #expect(throws: RecordRewrite.Failure.self) { try bytes.withUnsafeBytes { try rewrite.rewrite($0) } }
-        #expect(failure?.reason == "Volume.pages holds integer(70000), which does not convert exactly to integer16")
+        #expect(failure?.reason == "Volume.pages holds 70000, which does not convert exactly to integer16")
         #expect(throws: RecordRewrite.Failure.self) { try [UInt8]([9, 9]).withUnsafeBytes { try rewrite.rewrite($0) } }
     }
 }

@@ -29,6 +29,7 @@ import Testing
         (.mergeConflicts([conflict]), "mergeConflicts"),
         (.noCoordinator, "noCoordinator"),
         (.readOnlyStore("s"), "readOnlyStore"),
+        (.migrationFailed(store: "s", reason: "r"), "migrationFailed"),
         (.invalidContextConfiguration("r"), "invalidContextConfiguration"),
         (.wouldDeadlock("a -> b -> a"), "wouldDeadlock"),
         (.queryGenerationUnavailable(.current), "queryGenerationUnavailable"),
@@ -110,9 +111,10 @@ import Testing
             #expect(error.conflicts.isEmpty == (code != .mergeConflicts))
             #expect((error.storageError != nil) == (code == .storage))
             #expect((error.objectID != nil) == [.inaccessibleFault, .invalidObjectState, .objectNotFound].contains(code))
-            #expect((error.storeName != nil) == [.modelMismatch, .incompatibleStore, .corruptStore, .readOnlyStore].contains(code))
+            #expect((error.storeName != nil) == [.modelMismatch, .incompatibleStore, .corruptStore, .readOnlyStore, .migrationFailed].contains(code))
             #expect((error.reason != nil) == [
                 .incompatibleStore, .corruptStore, .corruptRecord, .invalidObjectState, .invalidContextConfiguration, .wouldDeadlock,
+                .migrationFailed,
             ].contains(code))
             #expect((error.storeHash != nil) == (code == .modelMismatch) && (error.modelHash != nil) == (code == .modelMismatch))
             #expect((error.primaryKey != nil) == (code == .corruptRecord))

@@ -53,6 +53,26 @@ public struct PersistentStoreDescription: Sendable, Hashable, CustomStringConver
         Self(type: .inMemory, url: nil, configuration: configuration, options: options)
     }
 
+    /// Whether loading migrates a store written with an earlier model version
+    /// (``PersistentStore/Options/shouldMigrateStoreAutomatically``); true by default.
+    public var shouldMigrateStoreAutomatically: Bool {
+        get { options.shouldMigrateStoreAutomatically }
+        set { options.shouldMigrateStoreAutomatically = newValue }
+    }
+
+    /// Whether a migration may infer a lightweight stage from the model the store recorded
+    /// (``PersistentStore/Options/shouldInferMappingModelAutomatically``); true by default.
+    public var shouldInferMappingModelAutomatically: Bool {
+        get { options.shouldInferMappingModelAutomatically }
+        set { options.shouldInferMappingModelAutomatically = newValue }
+    }
+
+    /// The model versions and stages a migration follows (``PersistentStore/Options/migrationPlan``).
+    public var migrationPlan: MigrationPlan? {
+        get { options.migrationPlan }
+        set { options.migrationPlan = newValue }
+    }
+
     /// `lmdb store at /srv/notes/Notes.strata (configuration Cache)`.
     public var description: String {
         let location = type == .inMemory ? "in memory" : "at \(url?.path ?? "(no location)")"

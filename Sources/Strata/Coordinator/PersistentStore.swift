@@ -54,7 +54,25 @@ public final class PersistentStore: Sendable, Hashable, CustomStringConvertible 
         /// meta pages are refused at every open anyway.
         public var verifiesPagesAtOpen = false
 
-        /// The defaults: 64 MiB growing to 1 TiB, 126 readers, durable commits, writable.
+        /// Whether opening a store written with another version of the model migrates it
+        /// (Core Data's `NSMigratePersistentStoresAutomaticallyOption`); true by default.
+        /// When false, such a store is refused with
+        /// ``StrataError/modelMismatch(store:storeHash:modelHash:changes:)``, listing what
+        /// a migration would change. See <doc:MigratingYourData>.
+        public var shouldMigrateStoreAutomatically = true
+        /// Whether a migration may infer a lightweight stage from the model the store
+        /// recorded when it was written, for a store whose version ``migrationPlan`` does
+        /// not list (Core Data's `NSInferMappingModelAutomaticallyOption`); true by default.
+        /// The app then needs no code of its old models for lightweight changes.
+        public var shouldInferMappingModelAutomatically = true
+        /// The versions of the model and the stages between them, for stores of versions
+        /// that need a declared stage (or that recorded no model); nil by default.
+        public var migrationPlan: MigrationPlan?
+        /// Where a migration reports its progress; nil by default.
+        public var migrationProgress: MigrationProgressHandler?
+
+        /// The defaults: 64 MiB growing to 1 TiB, 126 readers, durable commits, writable,
+        /// migrating stores of earlier model versions with inferred lightweight stages.
         public init() {}
 
         var configuration: Environment.Configuration {
@@ -106,7 +124,7 @@ public final class PersistentStore: Sendable, Hashable, CustomStringConvertible 
             scratch = nil
             file = try StoreFile(
                 directory: url, model: model, readOnly: options.readOnly, configuration: options.configuration,
-                verifyingPages: options.verifiesPagesAtOpen)
+                verifyingPages: options.verifiesPagesAtOpen, migration: MigrationSettings(options))
         case .inMemory:
             guard !options.readOnly else {
                 throw .incompatibleStore(store: "(in memory)", reason: "an in-memory store cannot be read-only: nothing could ever be in it")

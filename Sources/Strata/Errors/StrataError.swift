@@ -63,6 +63,7 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
         case wouldDeadlock(String)
         case queryGenerationUnavailable(QueryGenerationToken)
         case queryGenerationExpired(QueryGenerationToken, age: Duration, maximumAge: Duration)
+        case migrationFailed(store: String, reason: String, conflicts: [ConstraintConflict])
     }
 
     private let base: Base
@@ -165,6 +166,16 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A save would write to a store opened read-only; `store` describes the store.
     public static func readOnlyStore(_ store: String) -> StrataError { StrataError(.readOnlyStore(store)) }
 
+    /// The store could not be migrated to the model it was opened with, and was left
+    /// exactly as it was: the migration plan has a gap or does not know the store's
+    /// version, a change needs a custom stage, a stored value does not convert, stored
+    /// objects break a new uniqueness constraint (`conflicts` lists them), a custom stage
+    /// threw, or the disk filled up. `reason` says which, naming the stages, entities and
+    /// rows involved (see <doc:MigratingYourData>).
+    public static func migrationFailed(store: String, reason: String, conflicts: [ConstraintConflict] = []) -> StrataError {
+        StrataError(.migrationFailed(store: store, reason: reason, conflicts: conflicts))
+    }
+
     /// The context cannot be configured that way (a second coordinator, say); `reason` says why.
     public static func invalidContextConfiguration(_ reason: String) -> StrataError {
         StrataError(.invalidContextConfiguration(reason))
@@ -204,7 +215,7 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
             case unknownEntity, unknownKey, typeMismatch, validation, modelMismatch, incompatibleStore
             case corruptStore, inaccessibleFault, corruptRecord, invalidObjectState, storage
             case unknownConfiguration, noStore, objectNotFound, mergeConflicts, constraintConflicts, noCoordinator
-            case readOnlyStore, invalidContextConfiguration, wouldDeadlock
+            case readOnlyStore, invalidContextConfiguration, wouldDeadlock, migrationFailed
             case queryGenerationUnavailable, queryGenerationExpired
         }
 
@@ -248,6 +259,8 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let noCoordinator = Code(.noCoordinator)
         /// ``StrataError/readOnlyStore(_:)``.
         public static let readOnlyStore = Code(.readOnlyStore)
+        /// ``StrataError/migrationFailed(store:reason:conflicts:)``.
+        public static let migrationFailed = Code(.migrationFailed)
         /// ``StrataError/invalidContextConfiguration(_:)``.
         public static let invalidContextConfiguration = Code(.invalidContextConfiguration)
         /// ``StrataError/wouldDeadlock(_:)``.
@@ -288,6 +301,7 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
         case .constraintConflicts: .constraintConflicts
         case .noCoordinator: .noCoordinator
         case .readOnlyStore: .readOnlyStore
+        case .migrationFailed: .migrationFailed
         case .invalidContextConfiguration: .invalidContextConfiguration
         case .wouldDeadlock: .wouldDeadlock
         case .queryGenerationUnavailable: .queryGenerationUnavailable
@@ -344,9 +358,14 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
         if case .mergeConflicts(let conflicts) = base { conflicts } else { [] }
     }
 
-    /// Every uniqueness conflict, for ``Code/constraintConflicts``; empty for other kinds.
+    /// Every uniqueness conflict, for ``Code/constraintConflicts`` and for a
+    /// ``Code/migrationFailed`` caused by stored objects that break a new constraint;
+    /// empty for other kinds.
     public var constraintConflicts: [ConstraintConflict] {
-        if case .constraintConflicts(let conflicts) = base { conflicts } else { [] }
+        switch base {
+        case .constraintConflicts(let conflicts), .migrationFailed(_, _, let conflicts): conflicts
+        default: []
+        }
     }
 
     /// The LMDB failure, for ``Code/storage``; nil for other kinds.
@@ -363,13 +382,13 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// The store involved: its path for ``Code/modelMismatch``, ``Code/incompatibleStore``
-    /// and ``Code/corruptStore``, its description for ``Code/readOnlyStore``; nil for other
+    /// The store involved: its path for ``Code/modelMismatch``, ``Code/incompatibleStore``,
+    /// ``Code/corruptStore`` and ``Code/migrationFailed``, its description for ``Code/readOnlyStore``; nil for other
     /// kinds.
     public var storeName: String? {
         switch base {
         case .modelMismatch(let store, _, _, _), .incompatibleStore(let store, _), .corruptStore(let store, _),
-             .readOnlyStore(let store): store
+             .readOnlyStore(let store), .migrationFailed(let store, _, _): store
         default: nil
         }
     }
@@ -377,12 +396,14 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The explanation the error carries: why the store cannot be opened
     /// (``Code/incompatibleStore``, ``Code/corruptStore``), the record not decoded
     /// (``Code/corruptRecord``), the operation refused (``Code/invalidObjectState``), the
-    /// configuration refused (``Code/invalidContextConfiguration``), or the contexts whose
-    /// waits would deadlock (``Code/wouldDeadlock``); nil for other kinds.
+    /// configuration refused (``Code/invalidContextConfiguration``), the contexts whose
+    /// waits would deadlock (``Code/wouldDeadlock``), or why a migration failed
+    /// (``Code/migrationFailed``); nil for other kinds.
     public var reason: String? {
         switch base {
         case .incompatibleStore(_, let reason), .corruptStore(_, let reason), .corruptRecord(_, _, let reason),
-             .invalidObjectState(_, let reason), .invalidContextConfiguration(let reason), .wouldDeadlock(let reason):
+             .invalidObjectState(_, let reason), .invalidContextConfiguration(let reason), .wouldDeadlock(let reason),
+             .migrationFailed(_, let reason, _):
             reason
         default: nil
         }
@@ -456,6 +477,8 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
                 + (changes.isEmpty ? "" : "; what differs:\n" + changes.map { "- \($0)" }.joined(separator: "\n"))
         case .incompatibleStore(let store, let reason):
             "the store at \(store) cannot be opened: \(reason)"
+        case .migrationFailed(let store, let reason, _):
+            "the store at \(store) was not migrated, and is left as it was: \(reason)"
         case .corruptStore(let store, let reason):
             "the store at \(store) is damaged and cannot be opened (restore it from a copy): \(reason)"
         case .inaccessibleFault(let id):

@@ -95,7 +95,7 @@ struct RecordRewrite: Sendable, Hashable {
                 fields[number] = value
             case .convert(let kind):
                 guard let converted = Self.convert(value, to: kind) else {
-                    throw Failure(reason: "\(names[number] ?? "field \(number)") holds \(value), which does not convert exactly to \(kind)")
+                    throw Failure(reason: "\(names[number] ?? "field \(number)") holds \(value.messageText), which does not convert exactly to \(kind)")
                 }
                 fields[number] = converted
             }
@@ -164,6 +164,24 @@ extension AttributeType {
         case .double: .double
         case .float: .float
         default: .other
+        }
+    }
+}
+
+extension AttributeValue {
+    /// The value as a message shows it: numbers and dates plainly, text quoted, bytes counted.
+    var messageText: String {
+        switch self {
+        case .integer(let n): "\(n)"
+        case .double(let d): "\(d)"
+        case .float(let f): "\(f)"
+        case .boolean(let b): "\(b)"
+        case .string(let s): "\"\(s)\""
+        case .date(let d): "\(d)"
+        case .uuid(let u): u.uuidString
+        case .uri(let u): u.absoluteString
+        case .decimal(let d): "\(d)"
+        case .binaryData(let data), .transformable(let data): "\(data.count) bytes"
         }
     }
 }

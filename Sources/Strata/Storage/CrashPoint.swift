@@ -7,7 +7,7 @@ import Synchronization
 ///
 /// Armed only by the environment variable `STRATA_CRASH_POINT=NAME@N`: the process kills
 /// itself the Nth time (1 by default) it reaches point `NAME`. Read once, at the first
-/// save; unset (the normal case) every point costs one load of a constant.
+/// save or migration; unset (the normal case) every point costs one load of a constant.
 ///
 /// | name            | where                                                        |
 /// |-----------------|--------------------------------------------------------------|
@@ -15,11 +15,19 @@ import Synchronization
 /// | `mid-write`     | the first row of the save is written, the rest are not       |
 /// | `before-commit` | every row, index entry and link is written, not committed    |
 /// | `after-commit`  | committed (durable), before the saving context hears of it   |
+/// | `migration-stage` | a migration's write transaction is open, at the start of each stage |
+/// | `mid-migration` | a migration has rewritten an entity's rows, or 65,536 of them, and goes on |
+/// | `before-migration-commit` | every stage of a migration is written, not committed |
+/// | `after-migration-commit` | the migration committed, before the store finishes opening |
 enum CrashPoint: String, CaseIterable, Sendable {
     case beforeWrite = "before-write"
     case midWrite = "mid-write"
     case beforeCommit = "before-commit"
     case afterCommit = "after-commit"
+    case migrationStage = "migration-stage"
+    case midMigration = "mid-migration"
+    case beforeMigrationCommit = "before-migration-commit"
+    case afterMigrationCommit = "after-migration-commit"
 
     /// The armed point and the visit that kills, from `STRATA_CRASH_POINT`; nil when unset.
     static let armed: (point: CrashPoint, visit: Int)? = {

@@ -81,7 +81,8 @@ final class StoreFile: Sendable {
     ///   ``StrataError/storage(_:)`` for an LMDB failure.
     init(
         directory: URL, model: ManagedObjectModel, readOnly: Bool = false,
-        configuration: Environment.Configuration = .init(), verifyingPages: Bool = false
+        configuration: Environment.Configuration = .init(), verifyingPages: Bool = false,
+        migration: MigrationSettings = MigrationSettings()
     ) throws(StrataError) {
         let path = directory.path
         var configuration = configuration
@@ -89,7 +90,8 @@ final class StoreFile: Sendable {
             configuration.readOnly = true
             configuration.createIfMissing = false
         }
-        configuration.maxDatabases = max(configuration.maxDatabases, Self.databaseCount(for: model) + 8)
+        // Room for a migration's old and new databases at once.
+        configuration.maxDatabases = max(configuration.maxDatabases, 2 * Self.databaseCount(for: model) + 64)
         let environment: Environment
         do {
             environment = try StoreFile.storage { try Environment(path: path, configuration: configuration) }
@@ -110,7 +112,7 @@ final class StoreFile: Sendable {
         do {
             if verifyingPages { try StoreFile.storage { try environment.verifyPages() } }
             (metadata, metadataDatabase, historyDatabase, entities) = try Self.open(
-                environment, model: model, readOnly: configuration.readOnly, path: path)
+                environment, model: model, readOnly: configuration.readOnly, path: path, migration: migration)
         } catch {
             throw Self.damage(error, at: path)
         }
@@ -143,10 +145,16 @@ final class StoreFile: Sendable {
 
     /// Reads (or, new, writes) the metadata of the store in `environment` and opens its databases.
     private static func open(
-        _ environment: Environment, model: ManagedObjectModel, readOnly: Bool, path: String
+        _ environment: Environment, model: ManagedObjectModel, readOnly: Bool, path: String, migration: MigrationSettings
     ) throws(StrataError) -> (StoreMetadata, Database, Database, [String: EntityStorage]) {
-        let metadata: StoreMetadata
-        if let existing = try StoreFile.existingMetadata(in: environment, path: path) {
+        var metadata: StoreMetadata
+        if var existing = try StoreFile.existingMetadata(in: environment, path: path) {
+            if existing.modelVersionHash != model.versionHash && migration.migratesAutomatically && !readOnly {
+                // Planned in full before anything is written, then one write transaction.
+                let migrator = try StoreMigration(existing: existing, model: model, settings: migration, path: path)
+                try migrator.run(in: environment, storeIdentifier: existing.identifier)
+                existing = migrator.metadata(after: existing)
+            }
             // Check before creating anything: a mismatched store is left byte for byte as it was.
             guard existing.modelVersionHash == model.versionHash else {
                 // What differs, when the store recorded its model: the plan a migration will follow.

@@ -46,6 +46,12 @@ final class StoredConstraint: Sendable {
         for (slot, kind) in zip(slots, kinds) {
             guard let part = value(slot), IndexKeyEncoding.append(part, as: kind, to: &bytes) else { return nil }
         }
+        return Self.fitted(bytes)
+    }
+
+    /// `bytes` as a key: unchanged when short enough, else cut and ended with a 64-bit
+    /// digest of the whole.
+    static func fitted(_ bytes: [UInt8]) -> [UInt8] {
         guard bytes.count > Self.maximumKeyLength else { return bytes }
         var digest: UInt64 = 0xCBF2_9CE4_8422_2325
         for byte in bytes {

@@ -1,0 +1,201 @@
+import Foundation
+
+/// The versions of a model an app has shipped, oldest first, and the stage that takes a
+/// store from each version to the next (Core Data's staged migration, SwiftData's
+/// `SchemaMigrationPlan`).
+///
+/// Give it to a store with ``PersistentStore/Options/migrationPlan`` (or
+/// ``PersistentStoreDescription/migrationPlan``). When a store holds any version of the
+/// plan but the last, opening it runs every stage from that version on, and the store
+/// ends at the plan's last version, which must be the model the store is opened with:
+///
+/// ```swift
+/// let plan = MigrationPlan(stages: [
+///     .lightweight(from: modelV1, to: modelV2),
+///     .lightweight(from: modelV2, to: modelV3),
+/// ])
+/// var options = PersistentStore.Options()
+/// options.migrationPlan = plan
+/// try coordinator.addPersistentStore(at: url, options: options)   // coordinator of modelV3
+/// ```
+///
+/// Lightweight stages need no plan: with ``PersistentStore/Options/shouldInferMappingModelAutomatically``
+/// a store is migrated from the model it recorded when it was written. A plan is for the
+/// stages that need one, and for stores written before stores recorded their model. See
+/// <doc:MigratingYourData>.
+///
+/// Two plans are equal when their stages are: the same versions (by version hash), in the
+/// same order.
+public struct MigrationPlan: Sendable, Hashable {
+    /// The stages, in order: each begins at the version the one before it ends at.
+    public let stages: [MigrationStage]
+
+    /// A plan of `stages`, in order.
+    ///
+    /// A plan whose stages do not follow on (a stage that does not begin where the one
+    /// before it ended: a gap) is refused when a store is opened with it, with
+    /// ``StrataError/migrationFailed(store:reason:conflicts:)``, before anything is read.
+    public init(stages: [MigrationStage]) {
+        self.stages = stages
+    }
+
+    /// A plan of lightweight stages between consecutive `models`, oldest first.
+    public init(models: [ManagedObjectModel]) {
+        stages = zip(models, models.dropFirst()).map { MigrationStage.lightweight(from: $0, to: $1) }
+    }
+
+    /// The model versions the plan knows, oldest first: where the first stage begins, then
+    /// where each stage ends.
+    public var models: [ManagedObjectModel] {
+        guard let first = stages.first else { return [] }
+        return [first.source] + stages.map(\.destination)
+    }
+
+    /// Why the plan cannot be followed (a gap, an empty plan, a stage that changes
+    /// nothing), or nil.
+    var problem: String? {
+        guard !stages.isEmpty else { return "the migration plan has no stages" }
+        for (index, stage) in stages.enumerated() {
+            if stage.source.versionHash == stage.destination.versionHash {
+                return "stage \(index + 1) (\(stage)) begins and ends at the same model version"
+            }
+            if index > 0, stages[index - 1].destination.versionHash != stage.source.versionHash {
+                return "the migration plan has a gap: stage \(index) ends at \(Self.name(stages[index - 1].destination)) "
+                    + "but stage \(index + 1) begins at \(Self.name(stage.source))"
+            }
+        }
+        return nil
+    }
+
+    /// A model version as messages name it: its identifier, else its hash.
+    static func name(_ model: ManagedObjectModel) -> String {
+        model.versionIdentifier.map { "version \($0)" } ?? "version hash \(model.versionHash)"
+    }
+}
+
+/// One stage of a ``MigrationPlan``: how a store moves from one model version to the next.
+public enum MigrationStage: Sendable, Hashable, CustomStringConvertible {
+    /// A stage Strata infers from the two models: attributes, relationships and entities
+    /// added, removed or renamed (through a ``AttributeDescription/renamingIdentifier``),
+    /// optional made required with a default, indexes and uniqueness constraints added or
+    /// removed, numeric types widened or converted where every stored value converts
+    /// exactly. Anything else is refused, all of it at once, before anything is written
+    /// (see <doc:MigratingYourData>).
+    case lightweight(from: ManagedObjectModel, to: ManagedObjectModel)
+
+    /// The version the stage begins at.
+    public var source: ManagedObjectModel {
+        switch self {
+        case .lightweight(let from, _): from
+        }
+    }
+
+    /// The version the stage ends at.
+    public var destination: ManagedObjectModel {
+        switch self {
+        case .lightweight(_, let to): to
+        }
+    }
+
+    /// `lightweight version 1 → version 2`.
+    public var description: String {
+        switch self {
+        case .lightweight(let from, let to): "lightweight \(MigrationPlan.name(from)) → \(MigrationPlan.name(to))"
+        }
+    }
+
+    /// Stages are equal when they are of the same kind between the same versions (by hash).
+    public static func == (lhs: MigrationStage, rhs: MigrationStage) -> Bool {
+        switch (lhs, rhs) {
+        case (.lightweight(let a, let b), .lightweight(let c, let d)): a.versionHash == c.versionHash && b.versionHash == d.versionHash
+        }
+    }
+
+    /// Hashes the kind and the versions.
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .lightweight(let from, let to):
+            hasher.combine(0)
+            hasher.combine(from.versionHash)
+            hasher.combine(to.versionHash)
+        }
+    }
+}
+
+/// How far a migration has come, reported while it runs through
+/// ``PersistentStore/Options/migrationProgress``.
+public struct MigrationProgress: Sendable, Hashable, CustomStringConvertible {
+    /// The store being migrated (its directory).
+    public let store: String
+    /// The stage running, from 1.
+    public let stage: Int
+    /// How many stages the migration runs.
+    public let stageCount: Int
+    /// The entity whose rows are being read, or nil between entities.
+    public let entityName: String?
+    /// The rows read so far, across every stage.
+    public let completedRows: Int
+    /// The rows the migration reads in all.
+    public let totalRows: Int
+    /// Whether the migration has committed: the last report of a migration that succeeded.
+    public let isFinished: Bool
+
+    /// The part done, from 0 to 1.
+    public var fractionCompleted: Double {
+        isFinished ? 1 : totalRows == 0 ? 0 : min(1, Double(completedRows) / Double(totalRows))
+    }
+
+    /// `stage 1 of 2, Note: 65536 of 1000000 rows`.
+    public var description: String {
+        if isFinished { return "migration of \(store) finished: \(completedRows) rows in \(stageCount) stage(s)" }
+        return "stage \(stage) of \(stageCount)\(entityName.map { ", \($0)" } ?? ""): \(completedRows) of \(totalRows) rows"
+    }
+}
+
+/// Where a migration reports its ``MigrationProgress``: a closure, or an `AsyncStream`'s
+/// continuation.
+///
+/// ```swift
+/// let (progress, continuation) = AsyncStream.makeStream(of: MigrationProgress.self)
+/// options.migrationProgress = MigrationProgressHandler(continuation)
+/// Task { for await step in progress { logger.info("\(step)") } }
+/// ```
+///
+/// Reports arrive on the thread that opens the store, every 65,536 rows and at the end of
+/// each entity; the closure must be quick. Two handlers are equal only when one is a copy
+/// of the other.
+public struct MigrationProgressHandler: Sendable, Hashable {
+    private final class Box: Sendable {
+        let report: @Sendable (MigrationProgress) -> Void
+        let finish: @Sendable () -> Void
+        init(_ report: @escaping @Sendable (MigrationProgress) -> Void, finish: @escaping @Sendable () -> Void) {
+            self.report = report
+            self.finish = finish
+        }
+    }
+
+    private let box: Box
+
+    /// A handler calling `report` with each progress value.
+    public init(_ report: @escaping @Sendable (MigrationProgress) -> Void) {
+        box = Box(report, finish: {})
+    }
+
+    /// A handler yielding each progress value to `continuation`, and finishing it when the
+    /// store's open ends, migrated or not (so a `for await` over the stream ends too).
+    public init(_ continuation: AsyncStream<MigrationProgress>.Continuation) {
+        box = Box({ continuation.yield($0) }, finish: { continuation.finish() })
+    }
+
+    /// Reports `progress`.
+    func report(_ progress: MigrationProgress) { box.report(progress) }
+
+    /// Says that no more progress will come.
+    func finish() { box.finish() }
+
+    /// Handlers are equal when they are copies of one another.
+    public static func == (lhs: MigrationProgressHandler, rhs: MigrationProgressHandler) -> Bool { lhs.box === rhs.box }
+
+    /// Hashes the handler's identity.
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(box)) }
+}

@@ -1,0 +1,159 @@
+import Foundation
+import StrataLMDB
+
+/// What a store's options say about migrating it (``PersistentStore/Options``); the
+/// default value (``init()``) migrates nothing.
+struct MigrationSettings: Sendable {
+    /// ``PersistentStore/Options/shouldMigrateStoreAutomatically``.
+    var migratesAutomatically = false
+    /// ``PersistentStore/Options/shouldInferMappingModelAutomatically``.
+    var infersStages = true
+    /// ``PersistentStore/Options/migrationPlan``.
+    var plan: MigrationPlan?
+    /// ``PersistentStore/Options/migrationProgress``.
+    var progress: MigrationProgressHandler?
+
+    init(_ options: PersistentStore.Options) {
+        migratesAutomatically = options.shouldMigrateStoreAutomatically
+        infersStages = options.shouldInferMappingModelAutomatically
+        plan = options.migrationPlan
+        progress = options.migrationProgress
+    }
+
+    /// Settings that migrate nothing: a store of another model is refused.
+    init() {}
+
+    /// Settings that migrate, inferring stages unless a plan is given.
+    init(plan: MigrationPlan? = nil, infersStages: Bool = true, progress: MigrationProgressHandler? = nil) {
+        migratesAutomatically = true
+        self.infersStages = infersStages
+        self.plan = plan
+        self.progress = progress
+    }
+}
+
+/// The stages that take a store from the model version it holds to the one it is opened
+/// with, resolved from the options and the store's metadata and planned before anything
+/// is written; ``run(in:)`` then runs them all in one LMDB write transaction.
+struct StoreMigration {
+    /// The stages, in order.
+    let steps: [MigrationStep]
+    /// The store directory, for errors and progress.
+    let path: String
+    /// Where progress goes.
+    let progress: MigrationProgressHandler?
+
+    /// Resolves and plans the migration of a store holding `existing` to `model`.
+    ///
+    /// - Throws: ``StrataError/migrationFailed(store:reason:conflicts:)`` when the plan has
+    ///   a gap or does not end at `model`, when no stage begins at the store's version
+    ///   (an unknown version, or inference turned off), or when a change needs a custom
+    ///   stage: every such change of every stage, at once.
+    init(existing: StoreMetadata, model: ManagedObjectModel, settings: MigrationSettings, path: String) throws(StrataError) {
+        self.path = path
+        progress = settings.progress
+        var chain: [(source: StoredModel, target: ManagedObjectModel, name: String)] = []
+        if let plan = settings.plan {
+            if let problem = plan.problem { throw .migrationFailed(store: path, reason: problem) }
+            if let last = plan.stages.last, last.destination.versionHash != model.versionHash {
+                throw .migrationFailed(
+                    store: path,
+                    reason: "the migration plan ends at \(MigrationPlan.name(last.destination)), not at the model the store is "
+                        + "opened with (\(MigrationPlan.name(model)))")
+            }
+            if let start = plan.stages.firstIndex(where: { $0.source.versionHash == existing.modelVersionHash }) {
+                var source = existing.storedModel ?? StoredModel(plan.stages[start].source)
+                for stage in plan.stages[start...] {
+                    chain.append((source, stage.destination, stage.description))
+                    source = StoredModel(stage.destination)
+                }
+            }
+        }
+        if chain.isEmpty {
+            guard let stored = existing.storedModel else {
+                throw .migrationFailed(
+                    store: path,
+                    reason: "the store holds model version hash \(existing.modelVersionHash), which "
+                        + (settings.plan == nil ? "no migration plan lists" : "the migration plan does not list")
+                        + ", and it was written before stores recorded their model: declare a MigrationPlan whose first "
+                        + "stage begins at the model it was written with")
+            }
+            guard settings.infersStages else {
+                throw .migrationFailed(
+                    store: path,
+                    reason: "no stage of "
+                        + (settings.plan == nil ? "a migration plan (there is none)" : "the migration plan")
+                        + " begins at the store's \(stored.versionIdentifier.map { "version \($0)" } ?? "version hash \(stored.versionHash)"), "
+                        + "and inferring stages is turned off (shouldInferMappingModelAutomatically)")
+            }
+            let from = stored.versionIdentifier.map { "version \($0)" } ?? "version hash \(stored.versionHash)"
+            chain = [(stored, model, "inferred lightweight \(from) → \(MigrationPlan.name(model))")]
+        }
+
+        var steps: [MigrationStep] = []
+        var problems: [String] = []
+        var schema = existing.schema
+        for (number, link) in chain.enumerated() {
+            let step: MigrationStep
+            do throws(MetadataDecodingError) {
+                step = try MigrationStep(from: link.source, schema: schema, to: link.target)
+            } catch {
+                throw .migrationFailed(store: path, reason: "stage \(number + 1) (\(link.name)) cannot read the model it begins at: \(error.reason)")
+            }
+            problems += step.allProblems.map { "stage \(number + 1) (\(link.name)) needs a custom stage: \($0)" }
+            schema = step.targetSchema
+            steps.append(step)
+        }
+        if !problems.isEmpty { throw .migrationFailed(store: path, reason: problems.joined(separator: "; ")) }
+        self.steps = steps
+    }
+
+    /// The store's metadata after the migration.
+    func metadata(after existing: StoreMetadata) -> StoreMetadata {
+        var metadata = existing
+        if let last = steps.last {
+            metadata.modelVersionHash = last.target.versionHash
+            metadata.schema = last.targetSchema
+            metadata.storedModel = StoredModel(last.target)
+        }
+        return metadata
+    }
+
+    /// Runs every stage in one write transaction of `environment`: the store is migrated
+    /// or, whatever fails (a value, a constraint, a full disk, a kill), left as it was.
+    ///
+    /// - Throws: ``StrataError/migrationFailed(store:reason:conflicts:)``.
+    func run(in environment: Environment, storeIdentifier: UUID) throws(StrataError) {
+        defer { progress?.finish() }
+        var completed = 0
+        do {
+            try environment.write { txn in
+                for (index, step) in steps.enumerated() {
+                    CrashPoint.migrationStage.reach()
+                    let total = try step.rowsToRead(in: txn)
+                    var counter = MigrationCounter(rowsTotal: total) { entity, done in
+                        CrashPoint.midMigration.reach()
+                        progress?.report(MigrationProgress(
+                            store: path, stage: index + 1, stageCount: steps.count, entityName: entity, completedRows: done,
+                            totalRows: total, isFinished: false))
+                    }
+                    try step.run(in: txn, storeIdentifier: storeIdentifier, counter: &counter)
+                    completed = counter.rowsDone
+                }
+                CrashPoint.beforeMigrationCommit.reach()
+            }
+        } catch let failure as MigrationFailure {
+            throw .migrationFailed(store: path, reason: failure.reason, conflicts: failure.conflicts)
+        } catch let error as LMDBError {
+            throw .migrationFailed(store: path, reason: "writing the migration failed (\(error))")
+        } catch let error as StrataError {
+            throw error
+        } catch {
+            throw .migrationFailed(store: path, reason: "\(error)")
+        }
+        CrashPoint.afterMigrationCommit.reach()
+        progress?.report(MigrationProgress(
+            store: path, stage: steps.count, stageCount: steps.count, entityName: nil, completedRows: completed, totalRows: completed,
+            isFinished: true))
+    }
+}
