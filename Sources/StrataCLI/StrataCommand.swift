@@ -8,7 +8,7 @@ struct StrataCommand: AsyncParsableCommand {
     /// The command's name, abstract and subcommands.
     static let configuration = CommandConfiguration(
         commandName: "strata",
-        abstract: "Inspect, copy and try out Strata stores (LMDB environments).",
+        abstract: "Inspect, copy, migrate and try out Strata stores (LMDB environments).",
         discussion: "A store is a directory holding LMDB's data.mdb and lock.mdb.",
-        subcommands: [StatCommand.self, CopyCommand.self, DemoCommand.self])
+        subcommands: [StatCommand.self, CopyCommand.self, MigrateCommand.self, DemoCommand.self])
 }

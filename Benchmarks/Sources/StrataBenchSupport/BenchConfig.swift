@@ -45,6 +45,8 @@ public struct BenchConfig: Sendable {
     public var upserts = 100_000
     /// Scenario 7: upserts per save (write transaction), the same for every binding.
     public var upsertBatch = 1000
+    /// Scenario 8: the objects a migration rewrites.
+    public var migrationRows = 1_000_000
     /// Run only the scenarios whose name contains one of these (case-insensitive).
     public var only: [String] = []
     /// Whether this is the `--quick` configuration.
@@ -64,6 +66,7 @@ public struct BenchConfig: Sendable {
         config.readerSeconds = 0.5
         config.parentChildChanges = 2000
         config.upserts = 10_000
+        config.migrationRows = 50_000
         return config
     }
 
@@ -78,6 +81,7 @@ public struct BenchConfig: Sendable {
         (5, "readers under a writer"),
         (6, "parent-child"),
         (7, "upsert"),
+        (8, "migration"),
     ]
 
     /// Whether scenario `number` runs: its part called `name`, or any of its parts when

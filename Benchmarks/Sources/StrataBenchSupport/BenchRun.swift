@@ -34,6 +34,7 @@ public final class BenchRun {
         if config.runs(5) { try runReaders() }
         if config.runs(6) { try runParentChild() }
         if config.runs(7) { try runUpserts() }
+        if config.runs(8) { try runMigration() }
         populated = nil
     }
 

@@ -1,5 +1,5 @@
 // strata-bench: the Strata scenarios (bulk import, fetch all, indexed queries, write
-// contention, readers under a writer, parent–child saves, upserts) measured through
+// contention, readers under a writer, parent–child saves, upserts, a migration) measured through
 // Strata, raw liblmdb and GRDB in one process, printed as a markdown table.
 //
 //   swift run -c release strata-bench [--quick] [--only SCENARIO] [--rounds N] [--markdown-out FILE] ...
@@ -78,14 +78,15 @@ let elapsed = seconds(since: started)
 let config = options.config
 var preamble = [
     "Machine: \(Machine.summary); \(LibraryVersions.summary). Stores in fresh directories under `\(Machine.temporaryDirectory)`.",
-    "Durability: **sync off** (`MDB_NOSYNC` / Strata `.noSync` / GRDB WAL `synchronous = OFF`) for scenarios 1, 2, 3, 5, 6, 7; "
+    "Durability: **sync off** (`MDB_NOSYNC` / Strata `.noSync` / GRDB WAL `synchronous = OFF`) for scenarios 1, 2, 3, 5, 6, 7, 8; "
         + "scenario 4 runs sync off and **sync on** (LMDB's default fsync at each commit / Strata `.sync` / GRDB WAL `synchronous = FULL`).",
     "Timings: median of \(config.rounds) measured rounds after one warm-up, the bindings' order reversed every other round. "
         + "Contention and reader windows: one window each (\(config.contentionSeconds) s and \(config.readerSeconds) s).",
     "Sizes: bulk import \(config.importSizes.map { formatCount(Double($0)) }.joined(separator: " and ")); "
         + "the read scenarios' store \(formatCount(Double(config.storeSize))) objects; \(config.queries) queries per round; "
         + "\(formatCount(Double(config.parentChildChanges))) parent–child changes; "
-        + "\(formatCount(Double(config.upserts))) upserts, \(formatCount(Double(config.upsertBatch))) per save.",
+        + "\(formatCount(Double(config.upserts))) upserts, \(formatCount(Double(config.upsertBatch))) per save; "
+        + "a migration of \(formatCount(Double(config.migrationRows))) rows.",
     "The run took \(Int(elapsed.rounded())) s\(config.quick ? " (--quick)" : ""); 1-minute load average \(loadAtStart) at the start, "
         + "\(Machine.loadAverage) at the end (the machine's other work shares its \(ProcessInfo.processInfo.activeProcessorCount) cores).",
 ]

@@ -15,11 +15,28 @@ struct RecordRewrite: Sendable, Hashable {
     }
 
     /// The fields kept, by number; every other field of a record is dropped.
-    var kept: [UInt32: Field]
+    let kept: [UInt32: Field]
     /// Defaults written where a record holds no value, by field number.
-    var fills: [UInt32: AttributeValue]
+    let fills: [UInt32: AttributeValue]
     /// Names for messages, by field number.
-    var names: [UInt32: String]
+    let names: [UInt32: String]
+    /// ``fills`` as encoded fields, in field number order.
+    private let encodedFills: [EncodedFill]
+    /// The bytes of every encoded fill.
+    private let fillBytes: Int
+
+    /// A rewrite keeping `kept`, filling `fills`, naming fields by `names` in messages.
+    init(kept: [UInt32: Field], fills: [UInt32: AttributeValue], names: [UInt32: String]) {
+        self.kept = kept
+        self.fills = fills
+        self.names = names
+        encodedFills = fills.sorted { $0.key < $1.key }.map { number, value in
+            var bytes: [UInt8] = []
+            RecordCodec.appendField(number, value, to: &bytes)
+            return EncodedFill(number: number, bytes: bytes)
+        }
+        fillBytes = encodedFills.reduce(0) { $0 + $1.bytes.count }
+    }
 
     /// The rewrite of `entityName`'s records from `old` numbers (the model `stored`) to
     /// `new` numbers (`model`); nil when its records need no change.
@@ -34,33 +51,33 @@ struct RecordRewrite: Sendable, Hashable {
         for attribute in stored.storedProperties(of: oldName).attributes {
             if let number = oldFields[attribute.name] { oldAttributes[number] = attribute }
         }
-        var rewrite = RecordRewrite(kept: [:], fills: [:], names: [:])
+        var kept: [UInt32: Field] = [:], fills: [UInt32: AttributeValue] = [:], names: [UInt32: String] = [:]
         var changes = false
         for attribute in entity.attributes where !attribute.isTransient {
             guard let number = numbers.fields[attribute.name] else { continue }
-            rewrite.names[number] = "\(entityName).\(attribute.name)"
+            names[number] = "\(entityName).\(attribute.name)"
             if let previous = oldAttributes[number] {
                 if previous.type == attribute.type.description || Self.isIntegerWidening(from: previous.type, to: attribute.type) {
-                    rewrite.kept[number] = .keep   // an integer is stored the same whatever its width
+                    kept[number] = .keep   // an integer is stored the same whatever its width
                 } else {
-                    rewrite.kept[number] = .convert(attribute.type.kind)
+                    kept[number] = .convert(attribute.type.kind)
                     changes = true
                 }
                 if previous.isOptional && !attribute.isOptional, let value = attribute.defaultValue {
-                    rewrite.fills[number] = value
+                    fills[number] = value
                     changes = true
                 }
             } else if let value = attribute.defaultValue {
-                rewrite.fills[number] = value   // a new attribute: existing objects take its default
+                fills[number] = value   // a new attribute: existing objects take its default
                 changes = true
             }
         }
         for relationship in entity.relationships where !relationship.isToMany {
-            if let number = numbers.fields[relationship.name], oldFields.values.contains(number) { rewrite.kept[number] = .keep }
+            if let number = numbers.fields[relationship.name], oldFields.values.contains(number) { kept[number] = .keep }
         }
         // A stored field the new model does not keep is dropped: a rewrite too.
-        if Set(oldFields.values).subtracting(rewrite.kept.keys).isEmpty == false { changes = true }
-        return changes ? rewrite : nil
+        if Set(oldFields.values).subtracting(kept.keys).isEmpty == false { changes = true }
+        return changes ? RecordRewrite(kept: kept, fills: fills, names: names) : nil
     }
 
     /// Whether `old` (a type name) and `new` are integer types and `new` is at least as wide.
@@ -75,33 +92,60 @@ struct RecordRewrite: Sendable, Hashable {
         var description: String { reason }
     }
 
-    /// The rewritten record (same version).
+    /// The rewritten record (same version), made from the stored bytes without decoding
+    /// what it keeps: a kept field's bytes are copied as they are, a dropped one is
+    /// stepped over, a converted one is decoded, converted and encoded, and each default
+    /// is spliced in at its field number's place where the record holds nothing.
     ///
     /// - Throws: ``Failure`` when the record does not decode or a value does not convert
     ///   exactly (naming the attribute and the value).
     func rewrite(_ bytes: UnsafeRawBufferPointer) throws(Failure) -> [UInt8] {
-        let record: Record
+        var output: [UInt8] = []
+        output.reserveCapacity(bytes.count + fillBytes)
+        var failure: Failure?
         do throws(RecordDecodingError) {
-            record = try RecordCodec.decode(bytes)
+            var reader = RecordCodec.Reader(bytes)
+            _ = try reader.header()
+            output.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[..<reader.offset]))
+            var nextFill = 0
+            fields: while true {
+                let start = reader.offset
+                guard let (number, tag) = try reader.nextField() else { break }
+                while nextFill < encodedFills.count && encodedFills[nextFill].number < number {
+                    output.append(contentsOf: encodedFills[nextFill].bytes)
+                    nextFill += 1
+                }
+                if nextFill < encodedFills.count && encodedFills[nextFill].number == number { nextFill += 1 }   // it holds a value
+                switch kept[number] {
+                case nil:
+                    try reader.skip(tag)
+                case .keep:
+                    try reader.skip(tag)
+                    output.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[start..<reader.offset]))
+                case .convert(let kind):
+                    let value = try reader.value(tag)
+                    guard let converted = Self.convert(value, to: kind) else {
+                        failure = Failure(
+                            reason: "\(names[number] ?? "field \(number)") holds \(value.messageText), which does not convert exactly to \(kind)")
+                        break fields
+                    }
+                    RecordCodec.appendField(number, converted, to: &output)
+                }
+            }
+            if failure == nil {
+                for fill in encodedFills[nextFill...] { output.append(contentsOf: fill.bytes) }
+            }
         } catch {
             throw Failure(reason: "the record does not decode: \(error.reason)")
         }
-        var fields: [UInt32: AttributeValue] = [:]
-        for (number, value) in record.fields {
-            switch kept[number] {
-            case nil:
-                continue
-            case .keep:
-                fields[number] = value
-            case .convert(let kind):
-                guard let converted = Self.convert(value, to: kind) else {
-                    throw Failure(reason: "\(names[number] ?? "field \(number)") holds \(value.messageText), which does not convert exactly to \(kind)")
-                }
-                fields[number] = converted
-            }
-        }
-        for (number, value) in fills where fields[number] == nil { fields[number] = value }
-        return RecordCodec.encode(Record(version: record.version, fields: fields))
+        if let failure { throw failure }
+        return output
+    }
+
+    /// One default as an encoded field.
+    struct EncodedFill: Sendable, Hashable {
+        let number: UInt32
+        let bytes: [UInt8]
     }
 
     /// `value` as a value of `kind`, when it converts exactly.

@@ -38,6 +38,10 @@ struct MigrationSettings: Sendable {
 struct StoreMigration {
     /// The stages, in order.
     let steps: [MigrationStep]
+    /// The stages' names (`lightweight version 1 → version 2`), in order.
+    let names: [String]
+    /// The version the store holds, and the one it migrates to, as messages name them.
+    let fromVersion: String, toVersion: String
     /// The store directory, for errors and progress.
     let path: String
     /// Where progress goes.
@@ -52,6 +56,8 @@ struct StoreMigration {
     init(existing: StoreMetadata, model: ManagedObjectModel, settings: MigrationSettings, path: String) throws(StrataError) {
         self.path = path
         progress = settings.progress
+        fromVersion = existing.storedModel?.versionIdentifier.map { "version \($0)" } ?? "version hash \(existing.modelVersionHash)"
+        toVersion = MigrationPlan.name(model)
         var chain: [(source: StoredModel, target: ManagedObjectModel, name: String)] = []
         if let plan = settings.plan {
             if let problem = plan.problem { throw .migrationFailed(store: path, reason: problem) }
@@ -106,6 +112,18 @@ struct StoreMigration {
         }
         if !problems.isEmpty { throw .migrationFailed(store: path, reason: problems.joined(separator: "; ")) }
         self.steps = steps
+        names = chain.map(\.name)
+    }
+
+    /// What the migration will do to a store whose entities hold `rowCounts` rows.
+    func preview(rowCounts: [String: Int]) -> MigrationPreview {
+        var counts = rowCounts
+        var stages: [MigrationPreview.Stage] = []
+        for (step, name) in zip(steps, names) {
+            stages.append(step.preview(name: name, rowCounts: counts))
+            counts = step.rowCounts(after: counts)
+        }
+        return MigrationPreview(store: path, fromVersion: fromVersion, toVersion: toVersion, stages: stages)
     }
 
     /// The store's metadata after the migration.

@@ -211,7 +211,7 @@ final class StoreFile: Sendable {
     ///
     /// Reads only: opening the metadata database without creating it, and one read
     /// transaction.
-    private static func existingMetadata(in environment: Environment, path: String) throws(StrataError) -> StoreMetadata? {
+    static func existingMetadata(in environment: Environment, path: String) throws(StrataError) -> StoreMetadata? {
         try storage {
             let database: Database?
             do {
