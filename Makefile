@@ -87,7 +87,8 @@ stress: deps
 		$(STRESS_FIRST_SEED) $(STRESS_SEEDS) $(STRESS_STEPS) $(STRESS_JOBS) .build-stress $(STRESS_MODE)
 
 ## The long tier of the reliability suite (the short tier runs in `make test`): 10,000 kill -9
-## cycles and 1,000 crash-point cycles against a release build, each audited. RELIABILITY_SEED
+## cycles, 1,000 crash-point cycles and 500 migration cycles (half killed at random moments, half
+## at crash points inside the migration) against a release build, each audited. RELIABILITY_SEED
 ## repeats a run; the stores of a failed run are kept and its seed is printed. Then the I/O
 ## fault runs at every N (each write/sync call x EIO/ENOSPC x once/forever/short; then with
 ## three writers, so that faults land in group commits).
@@ -96,10 +97,12 @@ RELIABILITY_TOOL := $(RELIABILITY_BUILD)/release/strata-reliability
 RELIABILITY_SEED ?=
 KILL_CYCLES ?= 10000
 CRASH_POINT_CYCLES ?= 1000
+MIGRATION_CYCLES ?= 500
 reliability: deps faults
 	$(SWIFT) build -c release --scratch-path $(RELIABILITY_BUILD) --product strata-reliability
 	$(RELIABILITY_TOOL) kill-cycles --cycles $(KILL_CYCLES) $(if $(RELIABILITY_SEED),--seed $(RELIABILITY_SEED))
 	$(RELIABILITY_TOOL) kill-cycles --mode crash-points --cycles $(CRASH_POINT_CYCLES) $(if $(RELIABILITY_SEED),--seed $(RELIABILITY_SEED))
+	$(RELIABILITY_TOOL) migration-cycles --cycles $(MIGRATION_CYCLES) $(if $(RELIABILITY_SEED),--seed $(RELIABILITY_SEED))
 	$(RELIABILITY_TOOL) faults --shim $(FAULTS)/libstrata_faults.so --modes once,forever,short
 	$(RELIABILITY_TOOL) faults --shim $(FAULTS)/libstrata_faults.so --writers 3 --operations pwrite,writev,fdatasync
 

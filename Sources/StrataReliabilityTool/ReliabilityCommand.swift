@@ -8,5 +8,8 @@ struct ReliabilityCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "strata-reliability",
         abstract: "Crash, fault and audit Strata stores: the reliability suite's long runs.",
-        subcommands: [KillCyclesCommand.self, WorkerCommand.self, PinCommand.self, FaultsCommand.self, OpenProbeCommand.self])
+        subcommands: [
+            KillCyclesCommand.self, WorkerCommand.self, PinCommand.self, FaultsCommand.self, OpenProbeCommand.self,
+            MigrationCyclesCommand.self, MigrateWorkerCommand.self,
+        ])
 }
