@@ -53,6 +53,18 @@ struct MigrateWorkerCommand: AsyncParsableCommand {
         while !FileManager.default.fileExists(atPath: pin) { try await Task.sleep(nanoseconds: 20_000_000) }
         let (after, titledAfter) = try await context.perform { context in try read(context) }
         say("read \(after) \(titledAfter)")
+        // An unpinned read sees the migrated store: refused, not an empty result.
+        let fresh = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "fresh")
+        let outcome = await fresh.perform { context -> String in
+            do {
+                return "count \(try context.count(for: FetchRequest<ManagedObject>(entityName: "Book")))"
+            } catch let error as StrataError {
+                return "\(error.code)"
+            } catch {
+                return "\(error)"
+            }
+        }
+        say("fresh \(outcome)")
     }
 }
 

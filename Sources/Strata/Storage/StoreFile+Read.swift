@@ -26,10 +26,42 @@ extension StoreFile {
     /// ``StrataError/storage(_:)``.
     func withReadTransaction<R>(in snapshot: ReadSnapshot?, _ body: (borrowing ReadTransaction) throws -> R) throws -> R {
         try StoreFile.translatingStorageErrors {
-            guard let snapshot else { return try environment.read(body) }
+            guard let snapshot else {
+                return try environment.read { txn in
+                    try checkModelUnchanged(txn)
+                    return try body(txn)
+                }
+            }
             precondition(snapshot.environment === environment, "the snapshot belongs to another store")
-            return try snapshot.read(body)
+            return try snapshot.read { txn in
+                try checkModelUnchanged(txn)
+                return try body(txn)
+            }
         }
+    }
+
+    /// Throws when the store holds another model than the one it was opened with: another
+    /// process migrated it since. Its databases may then be gone or hold another layout,
+    /// so reading or writing on would find nothing, or the wrong fields.
+    ///
+    /// Reads the metadata's model hash once per committed state: only when `txn` sees
+    /// another transaction id than the last one checked (a store nobody else writes is
+    /// checked once per commit, by the write that made it).
+    ///
+    /// - Throws: ``StrataError/modelMismatch(store:storeHash:modelHash:changes:)``.
+    func checkModelUnchanged<T: ReadableTransaction & ~Copyable>(_ txn: borrowing T) throws {
+        let id = txn.id
+        guard checkedTransaction.load(ordering: .relaxed) != id else { return }
+        let stored = try Array(StoreMetadata.Key.modelVersionHash.utf8).withUnsafeBytes { key in
+            try txn.withValue(forKey: key, in: metadataDatabase) { bytes in bytes.map { String(decoding: $0, as: UTF8.self) } }
+        }
+        guard let stored, stored != metadata.modelVersionHash else {
+            checkedTransaction.store(id, ordering: .relaxed)
+            return
+        }
+        throw StrataError.modelMismatch(
+            store: path, storeHash: stored, modelHash: metadata.modelVersionHash,
+            changes: ["the store was migrated by another process after it was opened here: open it again with the model it now holds"])
     }
 }
 

@@ -19,7 +19,8 @@ extension StoreFile {
     func write<R>(_ body: (inout StoreWriter) throws -> R) throws -> R {
         let result = try StoreFile.translatingStorageErrors {
             try environment.write { txn in
-                try withUnsafePointer(to: txn) { transaction in
+                try checkModelUnchanged(txn)
+                return try withUnsafePointer(to: txn) { transaction in
                     CrashPoint.beforeWrite.reach()
                     var writer = StoreWriter(reader: StoreReader(store: self, transaction: transaction))
                     let result = try body(&writer)
@@ -41,7 +42,8 @@ extension StoreFile {
     func writeGroup<R>(_ body: (UnsafePointer<WriteTransaction>) throws -> R) throws -> R {
         let result = try StoreFile.translatingStorageErrors {
             try environment.write { txn in
-                try withUnsafePointer(to: txn) { transaction in
+                try checkModelUnchanged(txn)
+                return try withUnsafePointer(to: txn) { transaction in
                     CrashPoint.beforeWrite.reach()
                     let result = try body(transaction)
                     CrashPoint.beforeCommit.reach()

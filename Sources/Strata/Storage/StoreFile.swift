@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import StrataLMDB
 
 /// One Strata store on disk: an LMDB environment laid out as DESIGN.md's "Store layout
@@ -54,6 +55,8 @@ final class StoreFile: Sendable {
     private let entitiesByNumber: [EntityStorage?]
     /// Whether any entity has a uniqueness constraint (saves skip the unique indexes otherwise).
     let hasUniquenessConstraints: Bool
+    /// The last transaction id whose model hash ``checkModelUnchanged(_:)`` read.
+    let checkedTransaction = Atomic<Int>(0)
 
     /// The store's UUID.
     var identifier: UUID { metadata.identifier }
