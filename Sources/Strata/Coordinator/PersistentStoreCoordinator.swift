@@ -76,8 +76,13 @@ public actor PersistentStoreCoordinator {
     public func addPersistentStore(
         type: PersistentStore.StoreType = .lmdb, configuration: String? = nil, at url: URL? = nil,
         options: PersistentStore.Options = .init()
-    ) throws(StrataError) -> PersistentStore {
-        try addPersistentStoreSynchronously(type: type, configuration: configuration, at: url, options: options)
+    ) async throws(StrataError) -> PersistentStore {
+        // A plan with custom stages runs them first, through contexts, on a copy that
+        // replaces the store; lightweight stages run when the store opens.
+        if type == .lmdb, let url, options.migrationPlan?.stages.contains(where: \.isCustom) == true {
+            try await StagedMigration.runIfNeeded(at: url, model: managedObjectModel, options: options)
+        }
+        return try addPersistentStoreSynchronously(type: type, configuration: configuration, at: url, options: options)
     }
 
     /// ``addPersistentStore(type:configuration:at:options:)`` on the calling thread, for

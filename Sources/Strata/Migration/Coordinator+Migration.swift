@@ -40,7 +40,7 @@ extension PersistentStoreCoordinator {
         var settings = MigrationSettings(options)
         settings.migratesAutomatically = true
         settings.progress = nil
-        let migration = try StoreMigration(existing: existing, model: model, settings: settings, path: path)
+        let migration = try StoreMigration(existing: existing, model: model, settings: settings, path: path, planningCustomStages: true)
         let counts = try StoreFile.storage { () throws -> [String: Int] in
             // Databases opened first: a handle opened after a read transaction began is not valid in it.
             var databases: [String: Database] = [:]

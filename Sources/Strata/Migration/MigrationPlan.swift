@@ -87,43 +87,79 @@ public enum MigrationStage: Sendable, Hashable, CustomStringConvertible {
     /// (see <doc:MigratingYourData>).
     case lightweight(from: ManagedObjectModel, to: ManagedObjectModel)
 
+    /// A stage whose code moves the data, for what no lightweight stage can do: an entity
+    /// split in two or two merged, a string parsed into a number, a new required value
+    /// computed from others, duplicates removed before a uniqueness constraint.
+    ///
+    /// 1. `willMigrate`, when given, runs first with a context of `from` over the store as
+    ///    it is: what it saves is kept (fix the data the inferred part would refuse).
+    /// 2. Strata applies everything it can infer between the two models; what it cannot
+    ///    (an attribute whose type does not convert, an entity that moved in the
+    ///    hierarchy, a relationship to another entity) starts empty in `to`.
+    /// 3. `didMigrate`, when given, runs with **both** versions at once
+    ///    (``MigrationContexts``): `source`, a read-only context of `from` over the store
+    ///    as it was before step 2, and `destination`, a context of `to` over the store
+    ///    after it. Read the old objects, write the new ones, save `destination`.
+    ///
+    /// Afterwards every required attribute of `to` without a default must hold a value, or
+    /// the stage fails. The whole migration runs on a copy of the store that replaces it
+    /// atomically when every stage succeeded (a crash or an error leaves the store as it
+    /// was); it needs the store to itself: no other process may have it open.
+    case custom(
+        from: ManagedObjectModel, to: ManagedObjectModel,
+        willMigrate: (@Sendable (ManagedObjectContext) async throws -> Void)?,
+        didMigrate: (@Sendable (MigrationContexts) async throws -> Void)?)
+
     /// The version the stage begins at.
     public var source: ManagedObjectModel {
         switch self {
-        case .lightweight(let from, _): from
+        case .lightweight(let from, _), .custom(let from, _, _, _): from
         }
     }
 
     /// The version the stage ends at.
     public var destination: ManagedObjectModel {
         switch self {
-        case .lightweight(_, let to): to
+        case .lightweight(_, let to), .custom(_, let to, _, _): to
         }
     }
 
-    /// `lightweight version 1 → version 2`.
+    /// Whether the stage runs code of the app.
+    public var isCustom: Bool {
+        if case .custom = self { true } else { false }
+    }
+
+    /// `lightweight version 1 → version 2`, `custom version 2 → version 3`.
     public var description: String {
-        switch self {
-        case .lightweight(let from, let to): "lightweight \(MigrationPlan.name(from)) → \(MigrationPlan.name(to))"
-        }
+        "\(isCustom ? "custom" : "lightweight") \(MigrationPlan.name(source)) → \(MigrationPlan.name(destination))"
     }
 
-    /// Stages are equal when they are of the same kind between the same versions (by hash).
+    /// Stages are equal when they are of the same kind between the same versions (by
+    /// hash); two custom stages between the same versions are equal whatever their code.
     public static func == (lhs: MigrationStage, rhs: MigrationStage) -> Bool {
-        switch (lhs, rhs) {
-        case (.lightweight(let a, let b), .lightweight(let c, let d)): a.versionHash == c.versionHash && b.versionHash == d.versionHash
-        }
+        lhs.isCustom == rhs.isCustom && lhs.source.versionHash == rhs.source.versionHash
+            && lhs.destination.versionHash == rhs.destination.versionHash
     }
 
     /// Hashes the kind and the versions.
     public func hash(into hasher: inout Hasher) {
-        switch self {
-        case .lightweight(let from, let to):
-            hasher.combine(0)
-            hasher.combine(from.versionHash)
-            hasher.combine(to.versionHash)
-        }
+        hasher.combine(isCustom)
+        hasher.combine(source.versionHash)
+        hasher.combine(destination.versionHash)
     }
+}
+
+/// The two contexts a custom stage's `didMigrate` works with
+/// (``MigrationStage/custom(from:to:willMigrate:didMigrate:)``): the store before the
+/// stage and after its inferred part, at once.
+public struct MigrationContexts: Sendable {
+    /// A private-queue context of the stage's source model over the store as it was before
+    /// the stage's inferred changes: read-only (a save touching it fails with
+    /// ``StrataError/readOnlyStore(_:)``).
+    public let source: ManagedObjectContext
+    /// A private-queue context of the stage's destination model over the migrating store:
+    /// what it saves is the stage's result.
+    public let destination: ManagedObjectContext
 }
 
 /// How far a migration has come, reported while it runs through

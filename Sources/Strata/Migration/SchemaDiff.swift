@@ -86,6 +86,30 @@ struct SchemaDiff: Sendable, Hashable {
     var changes: [SchemaChange] = []
     /// What needs a custom stage, one sentence each.
     var problems: [String] = []
+    /// What a custom stage's inferred part does about each problem (same order as
+    /// ``problems``): drops the stored element so the new one starts empty, or leaves a
+    /// required attribute for the stage's code to fill.
+    var repairs: [Repair] = []
+
+    /// What a custom stage does about a problem a lightweight stage refuses.
+    enum Repair: Sendable, Hashable {
+        /// The stored attribute (old names) is dropped; the new one starts empty.
+        case dropAttribute(entity: String, attribute: String)
+        /// The stored relationship (old names) and its inverse are dropped; the new ones start empty.
+        case dropRelationship(entity: String, relationship: String)
+        /// The stored entity (old name), its sub-entities and every relationship to them
+        /// are dropped; the new entity starts empty.
+        case dropEntity(String)
+        /// Nothing is dropped; the stage's code must give every object a value for this
+        /// required attribute (new names).
+        case fill(entity: String, attribute: String)
+    }
+
+    /// Records a problem and what a custom stage does about it.
+    private mutating func problem(_ text: String, _ repair: Repair) {
+        problems.append(text)
+        repairs.append(repair)
+    }
 
     /// Whether nothing changed.
     var isEmpty: Bool { changes.isEmpty && problems.isEmpty }
@@ -119,12 +143,12 @@ struct SchemaDiff: Sendable, Hashable {
             }
             matched.insert(source.name)
             if source.superentity != entity.superentityName.flatMap({ name in Self.oldName(of: name, in: new, old: oldEntities) }) {
-                problems.append(
+                problem(
                     "entity \(entity.name) has superentity \(entity.superentityName ?? "none"), not \(source.superentity ?? "none") as stored: "
-                        + "it moved in the entity hierarchy")
+                        + "it moved in the entity hierarchy", .dropEntity(source.name))
             }
             if source.isAbstract != entity.isAbstract, entity.isAbstract {
-                problems.append("entity \(entity.name) became abstract: its stored objects must become objects of its sub-entities")
+                problem("entity \(entity.name) became abstract: its stored objects must become objects of its sub-entities", .dropEntity(source.name))
             }
             compareAttributes(of: entity, with: source)
             compareRelationships(of: entity, with: source, in: new, old: oldEntities)
@@ -172,9 +196,10 @@ struct SchemaDiff: Sendable, Hashable {
             if let renamedFrom { changes.append(.renameAttribute(entity: entity.name, from: renamedFrom, to: attribute.name)) }
             guard let previous else {
                 if !attribute.isOptional && attribute.defaultValue == nil {
-                    problems.append(
+                    problem(
                         "attribute \(entity.name).\(attribute.name) is new and required without a default value: "
-                            + "existing objects have nothing to hold (give it a default, make it optional, or fill it in a custom stage)")
+                            + "existing objects have nothing to hold (give it a default, make it optional, or fill it in a custom stage)",
+                        .fill(entity: entity.name, attribute: attribute.name))
                 } else {
                     changes.append(.addAttribute(entity: entity.name, attribute: attribute.name))
                 }
@@ -189,16 +214,17 @@ struct SchemaDiff: Sendable, Hashable {
                 } else if Self.checked.contains([previous.type, newType]) {
                     changes.append(.changeType(entity: entity.name, attribute: attribute.name, from: previous.type, to: newType, widening: false))
                 } else {
-                    problems.append(
+                    problem(
                         "attribute \(entity.name).\(attribute.name) changes from \(previous.type) to \(newType): "
-                            + "no lightweight conversion")
+                            + "no lightweight conversion", .dropAttribute(entity: source.name, attribute: previous.name))
                 }
             }
             if previous.isOptional && !attribute.isOptional {
                 if attribute.defaultValue == nil {
-                    problems.append(
+                    problem(
                         "attribute \(entity.name).\(attribute.name) becomes required without a default value: "
-                            + "objects holding nil have nothing to take (give it a default, or fill it in a custom stage)")
+                            + "objects holding nil have nothing to take (give it a default, or fill it in a custom stage)",
+                        .fill(entity: entity.name, attribute: attribute.name))
                 } else {
                     changes.append(.makeRequired(entity: entity.name, attribute: attribute.name))
                 }
@@ -231,21 +257,22 @@ struct SchemaDiff: Sendable, Hashable {
             matched.insert(previous.name)
             let destination = Self.oldName(of: relationship.destinationEntityName, in: new, old: old)
             if previous.destination != destination {
-                problems.append(
+                problem(
                     "relationship \(entity.name).\(relationship.name) points to \(relationship.destinationEntityName), "
-                        + "not \(previous.destination) as stored")
+                        + "not \(previous.destination) as stored", .dropRelationship(entity: source.name, relationship: previous.name))
             }
             switch (previous.isToMany, relationship.isToMany) {
             case (false, true):
                 changes.append(.makeToMany(entity: entity.name, relationship: relationship.name))
             case (true, false):
-                problems.append(
+                problem(
                     "relationship \(entity.name).\(relationship.name) becomes to-one: objects with several destinations "
-                        + "must keep one")
+                        + "must keep one", .dropRelationship(entity: source.name, relationship: previous.name))
             default:
                 if previous.isToMany && previous.isOrdered != relationship.isOrdered && relationship.isOrdered {
-                    problems.append(
-                        "relationship \(entity.name).\(relationship.name) becomes ordered: the stored members have no order")
+                    problem(
+                        "relationship \(entity.name).\(relationship.name) becomes ordered: the stored members have no order",
+                        .dropRelationship(entity: source.name, relationship: previous.name))
                 }
             }
         }

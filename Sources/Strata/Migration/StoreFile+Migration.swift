@@ -53,12 +53,19 @@ struct StoreMigration {
     ///   a gap or does not end at `model`, when no stage begins at the store's version
     ///   (an unknown version, or inference turned off), or when a change needs a custom
     ///   stage: every such change of every stage, at once.
-    init(existing: StoreMetadata, model: ManagedObjectModel, settings: MigrationSettings, path: String) throws(StrataError) {
+    ///
+    /// With `planningCustomStages` (a preview), a custom stage is planned as its inferred
+    /// part (``MigrationStep/customPart(from:schema:to:)``); otherwise it is refused: custom
+    /// stages run through contexts, in ``StagedMigration``.
+    init(
+        existing: StoreMetadata, model: ManagedObjectModel, settings: MigrationSettings, path: String,
+        planningCustomStages: Bool = false
+    ) throws(StrataError) {
         self.path = path
         progress = settings.progress
         fromVersion = existing.storedModel?.versionIdentifier.map { "version \($0)" } ?? "version hash \(existing.modelVersionHash)"
         toVersion = MigrationPlan.name(model)
-        var chain: [(source: StoredModel, target: ManagedObjectModel, name: String)] = []
+        var chain: [(source: StoredModel, target: ManagedObjectModel, name: String, isCustom: Bool)] = []
         if let plan = settings.plan {
             if let problem = plan.problem { throw .migrationFailed(store: path, reason: problem) }
             if let last = plan.stages.last, last.destination.versionHash != model.versionHash {
@@ -69,8 +76,14 @@ struct StoreMigration {
             }
             if let start = plan.stages.firstIndex(where: { $0.source.versionHash == existing.modelVersionHash }) {
                 var source = existing.storedModel ?? StoredModel(plan.stages[start].source)
-                for stage in plan.stages[start...] {
-                    chain.append((source, stage.destination, stage.description))
+                for (index, stage) in plan.stages.enumerated().dropFirst(start) {
+                    if stage.isCustom && !planningCustomStages {
+                        throw .migrationFailed(
+                            store: path,
+                            reason: "stage \(index + 1) (\(stage)) is custom: its code runs through contexts, so add the store with "
+                                + "the asynchronous addPersistentStore(type:configuration:at:options:) or a PersistentContainer")
+                    }
+                    chain.append((source, stage.destination, stage.description, stage.isCustom))
                     source = StoredModel(stage.destination)
                 }
             }
@@ -93,7 +106,7 @@ struct StoreMigration {
                         + "and inferring stages is turned off (shouldInferMappingModelAutomatically)")
             }
             let from = stored.versionIdentifier.map { "version \($0)" } ?? "version hash \(stored.versionHash)"
-            chain = [(stored, model, "inferred lightweight \(from) → \(MigrationPlan.name(model))")]
+            chain = [(stored, model, "inferred lightweight \(from) → \(MigrationPlan.name(model))", false)]
         }
 
         var steps: [MigrationStep] = []
@@ -102,17 +115,34 @@ struct StoreMigration {
         for (number, link) in chain.enumerated() {
             let step: MigrationStep
             do throws(MetadataDecodingError) {
-                step = try MigrationStep(from: link.source, schema: schema, to: link.target)
+                if link.isCustom {
+                    let part = try MigrationStep.customPart(from: link.source, schema: schema, to: link.target)
+                    step = part.step
+                    problems += part.problems.map { "stage \(number + 1) (\(link.name)) cannot do this: \($0)" }
+                } else {
+                    step = try MigrationStep(from: link.source, schema: schema, to: link.target)
+                    problems += step.allProblems.map { "stage \(number + 1) (\(link.name)) needs a custom stage: \($0)" }
+                }
             } catch {
                 throw .migrationFailed(store: path, reason: "stage \(number + 1) (\(link.name)) cannot read the model it begins at: \(error.reason)")
             }
-            problems += step.allProblems.map { "stage \(number + 1) (\(link.name)) needs a custom stage: \($0)" }
             schema = step.targetSchema
             steps.append(step)
         }
         if !problems.isEmpty { throw .migrationFailed(store: path, reason: problems.joined(separator: "; ")) }
         self.steps = steps
         names = chain.map(\.name)
+    }
+
+    /// A migration of `steps` planned elsewhere (a custom stage's inferred part), named
+    /// `names` in messages.
+    init(steps: [MigrationStep], names: [String], path: String, progress: MigrationProgressHandler?) {
+        self.steps = steps
+        self.names = names
+        self.path = path
+        self.progress = progress
+        fromVersion = steps.first.map { step in step.source.versionIdentifier.map { "version \($0)" } ?? "version hash \(step.source.versionHash)" } ?? ""
+        toVersion = steps.last.map { MigrationPlan.name($0.target) } ?? ""
     }
 
     /// What the migration will do to a store whose entities hold `rowCounts` rows.

@@ -108,6 +108,34 @@ struct MigrationStep: Sendable {
     /// Every problem: what needs a custom stage.
     var allProblems: [String] { diff.problems + problems }
 
+    /// The inferred part of a custom stage from `source` to `target`: what a lightweight
+    /// stage would refuse is dropped from the stored model first (``SchemaDiff/Repair``),
+    /// so its data goes and its new namesake starts empty; and the required attributes
+    /// without a default that the stage's code must fill (entity, attribute).
+    ///
+    /// - Throws: ``MetadataDecodingError`` when `source` does not describe a valid model;
+    ///   `problems` lists what even a custom stage cannot do (an entity renamed to a name
+    ///   another entity's rows still need).
+    static func customPart(
+        from source: StoredModel, schema: StoreSchema, to target: ManagedObjectModel
+    ) throws(MetadataDecodingError) -> (step: MigrationStep, fills: [(entity: String, attribute: String)], problems: [String]) {
+        let diff = SchemaDiff(from: source, to: target)
+        let step = try MigrationStep(from: source.pruned(by: diff.repairs), schema: schema, to: target)
+        var fills: [(entity: String, attribute: String)] = []
+        var problems = step.problems
+        for (text, repair) in zip(step.diff.problems, step.diff.repairs) {
+            if case .fill(let entity, let attribute) = repair { fills.append((entity, attribute)) } else { problems.append(text) }
+        }
+        // Sub-entities inherit what their ancestors must fill.
+        var inherited: [(entity: String, attribute: String)] = []
+        for entity in target.entities {
+            for fill in fills where entity.name != fill.entity && entity.ancestorNames.contains(fill.entity) {
+                inherited.append((entity.name, fill.attribute))
+            }
+        }
+        return (step, fills + inherited, problems)
+    }
+
     /// The plan of one concrete entity of the target model.
     private static func plan(
         _ entity: EntityDescription, sourceModel: ManagedObjectModel, source: StoredModel, sourceSchema: StoreSchema,
@@ -305,6 +333,11 @@ extension MigrationStep {
             copied.append((link.to, entries))
         }
 
+        // An entity without stored rows starts empty, even where an old database has its name
+        // (the entity a custom stage dropped to rebuild it).
+        if plan.sourceName == nil, try Self.existing(StoreLayout.rowsDatabase(entity: name), in: txn) != nil {
+            _ = try Self.fresh(StoreLayout.rowsDatabase(entity: name), in: txn)
+        }
         var indexKeys = [[[UInt8]]](repeating: [], count: plan.rebuiltIndexes.count)
         var built = [[([UInt8], [UInt8])]](repeating: [], count: plan.builtLinks.count)
         if plan.scansRows, let sourceName = plan.sourceName, let source = try Self.existing(StoreLayout.rowsDatabase(entity: sourceName), in: txn) {
@@ -541,7 +574,8 @@ extension MigrationStep {
         }
         let dropped = Self.databaseNames(of: sourceModel).subtracting(Self.databaseNames(of: target)).sorted()
         return MigrationPreview.Stage(
-            name: name, changes: diff.changes.map(\.description), rewrittenRows: rewritten, rebuiltIndexes: indexes.sorted(),
+            name: name, changes: diff.changes.map(\.description) + diff.problems.map { "left to the stage's code: " + $0 },
+            rewrittenRows: rewritten, rebuiltIndexes: indexes.sorted(),
             rebuiltConstraints: constraints.sorted(), builtLinks: links.sorted(), droppedDatabases: dropped)
     }
 

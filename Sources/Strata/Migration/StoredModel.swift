@@ -207,3 +207,57 @@ struct StoredModel: Codable, Sendable, Hashable {
         }
     }
 }
+
+// MARK: - Custom stages
+
+extension StoredModel {
+    /// This model without what `repairs` drop: the stored model a custom stage's inferred
+    /// part starts from, so that each dropped element's data goes and its new namesake
+    /// starts empty. An entity goes with its sub-entities and every relationship to them;
+    /// a relationship goes with its inverse.
+    func pruned(by repairs: [SchemaDiff.Repair]) -> StoredModel {
+        var entities = Set<String>()
+        var attributes = Set<[String]>()
+        var relationships = Set<[String]>()
+        for repair in repairs {
+            switch repair {
+            case .dropEntity(let name): entities.insert(name)
+            case .dropAttribute(let entity, let attribute): attributes.insert([entity, attribute])
+            case .dropRelationship(let entity, let relationship): relationships.insert([entity, relationship])
+            case .fill: break
+            }
+        }
+        // Sub-entities of a dropped entity go with it.
+        var grew = true
+        while grew {
+            grew = false
+            for entity in self.entities where !entities.contains(entity.name) {
+                if let parent = entity.superentity, entities.contains(parent) {
+                    entities.insert(entity.name)
+                    grew = true
+                }
+            }
+        }
+        // Relationships to dropped entities, and the inverses of dropped relationships.
+        for entity in self.entities {
+            for relationship in entity.relationships where entities.contains(relationship.destination) {
+                relationships.insert([entity.name, relationship.name])
+            }
+        }
+        for entity in self.entities {
+            for relationship in entity.relationships where relationships.contains([entity.name, relationship.name]) {
+                relationships.insert([relationship.destination, relationship.inverse])
+            }
+        }
+        var pruned = self
+        pruned.entities = self.entities.filter { !entities.contains($0.name) }.map { entity in
+            var entity = entity
+            entity.attributes.removeAll { attributes.contains([entity.name, $0.name]) }
+            entity.relationships.removeAll { relationships.contains([entity.name, $0.name]) }
+            let names = Set(entity.attributes.map(\.name))
+            entity.uniquenessConstraints.removeAll { !$0.allSatisfy(names.contains) }
+            return entity
+        }
+        return pruned
+    }
+}

@@ -111,6 +111,9 @@ final class StoreFile: Sendable {
                 throw Self.damage(error, at: path)
             }
         }
+        // An open environment means no staged migration of this store is running (it holds
+        // the lock the open waits for): what one left behind is an interrupted one's.
+        if !configuration.readOnly { StagedMigration.removeLeftovers(in: directory) }
         // From here on, damage LMDB meets while opening the databases is a corrupt store too.
         do {
             if verifyingPages { try StoreFile.storage { try environment.verifyPages() } }
