@@ -87,8 +87,9 @@ stress: deps
 		$(STRESS_FIRST_SEED) $(STRESS_SEEDS) $(STRESS_STEPS) $(STRESS_JOBS) .build-stress $(STRESS_MODE)
 
 ## The long tier of the reliability suite (the short tier runs in `make test`): 10,000 kill -9
-## cycles, 1,000 crash-point cycles and 500 migration cycles (half killed at random moments, half
-## at crash points inside the migration) against a release build, each audited. RELIABILITY_SEED
+## cycles, 1,000 crash-point cycles, 500 migration cycles and 500 staged-migration cycles (a custom
+## stage on a copy switched by rename; half of each killed at random moments, half at crash points
+## inside the migration) against a release build, each audited. RELIABILITY_SEED
 ## repeats a run; the stores of a failed run are kept and its seed is printed. Then the I/O
 ## fault runs at every N (each write/sync call x EIO/ENOSPC x once/forever/short; then with
 ## three writers, so that faults land in group commits).
@@ -103,6 +104,7 @@ reliability: deps faults
 	$(RELIABILITY_TOOL) kill-cycles --cycles $(KILL_CYCLES) $(if $(RELIABILITY_SEED),--seed $(RELIABILITY_SEED))
 	$(RELIABILITY_TOOL) kill-cycles --mode crash-points --cycles $(CRASH_POINT_CYCLES) $(if $(RELIABILITY_SEED),--seed $(RELIABILITY_SEED))
 	$(RELIABILITY_TOOL) migration-cycles --cycles $(MIGRATION_CYCLES) $(if $(RELIABILITY_SEED),--seed $(RELIABILITY_SEED))
+	$(RELIABILITY_TOOL) migration-cycles --custom --cycles $(MIGRATION_CYCLES) $(if $(RELIABILITY_SEED),--seed $(RELIABILITY_SEED))
 	$(RELIABILITY_TOOL) faults --shim $(FAULTS)/libstrata_faults.so --modes once,forever,short
 	$(RELIABILITY_TOOL) faults --shim $(FAULTS)/libstrata_faults.so --writers 3 --operations pwrite,writev,fdatasync
 

@@ -191,11 +191,32 @@ public enum MigrationFixture {
         }
     }
 
-    /// Opens the store at `url` with version 2, migrating it: what a worker does.
-    public static func migrate(at url: URL, durability: PersistentStore.Options.Durability = .sync) async throws {
+    /// The plan of one custom stage from version 1 to version 2, whose code reads every
+    /// old book and writes its new edition (1, what the inferred part's default also
+    /// gives): the path of a staged migration (a copy, both versions' contexts, a switch).
+    public static let customPlan = MigrationPlan(stages: [
+        .custom(from: version1, to: version2, willMigrate: nil, didMigrate: { contexts in
+            let serials = try await contexts.source.perform { context in
+                try context.fetch(FetchRequest<ManagedObject>(entityName: "Book")).map { try $0.value(forKey: "serial") as? Int64 ?? -1 }
+            }
+            try await contexts.destination.perform { context in
+                let volumes = try context.fetch(FetchRequest<ManagedObject>(entityName: "Volume"))
+                guard volumes.count == serials.count else {
+                    throw StrataError.invalidContextConfiguration("the destination holds \(volumes.count) volumes, the source \(serials.count) books")
+                }
+                for volume in volumes { try volume.setValue(Int16(1), forKey: "edition") }
+                try context.save()
+            }
+        }),
+    ])
+
+    /// Opens the store at `url` with version 2, migrating it (through ``customPlan`` when
+    /// `custom`): what a worker does.
+    public static func migrate(at url: URL, durability: PersistentStore.Options.Durability = .sync, custom: Bool = false) async throws {
         let coordinator = PersistentStoreCoordinator(managedObjectModel: version2)
         var options = PersistentStore.Options()
         options.durability = durability
+        options.migrationPlan = custom ? customPlan : nil
         let store = try await coordinator.addPersistentStore(at: url, options: options)
         try await coordinator.remove(store)
     }
@@ -225,6 +246,9 @@ public struct MigrationCycles: Sendable {
     public var books = 20_000
     /// The longest delay before the kill, in milliseconds.
     public var maximumDelay = 400
+    /// Whether the workers migrate through ``MigrationFixture/customPlan`` (a staged
+    /// migration on a copy) instead of the inferred stage (one transaction).
+    public var custom = false
     /// Where the stores go (removed at the end unless a problem was found).
     public var directory: URL
     /// The `strata-reliability` executable the workers run.
@@ -237,6 +261,9 @@ public struct MigrationCycles: Sendable {
     static let points: [(name: String, visits: Int)] = [
         ("migration-stage", 1), ("mid-migration", 2), ("before-migration-commit", 1), ("after-migration-commit", 1),
     ]
+    /// The crash points of a staged migration's switch (custom stages), on top of ``points``
+    /// (which a staged migration reaches on its copy).
+    static let switchPoints: [(name: String, visits: Int)] = [("before-migration-switch", 1), ("after-migration-switch", 1)]
 
     /// What a run found.
     public struct Report: Sendable, CustomStringConvertible {
@@ -291,7 +318,8 @@ public struct MigrationCycles: Sendable {
             var environment: [String: String] = ["STRATA_CRASH_POINT": ""]
             var armed: String?
             if mode == .crashPoints {
-                let point = Self.points[Int(random.next() % UInt64(Self.points.count))]
+                let points = custom ? Self.points + Self.switchPoints : Self.points
+                let point = points[Int(random.next() % UInt64(points.count))]
                 armed = point.name
                 environment["STRATA_CRASH_POINT"] = "\(point.name)@\(1 + random.next() % UInt64(point.visits))"
             }
@@ -299,7 +327,9 @@ public struct MigrationCycles: Sendable {
             let errors = directory.appendingPathComponent("worker.err").path
             let child: ChildProcess
             do {
-                child = try ChildProcess.spawn(tool, ["migrate-worker", "--store", store.path], environment: environment, outputPath: output, errorPath: errors)
+                child = try ChildProcess.spawn(
+                    tool, ["migrate-worker", "--store", store.path] + (custom ? ["--custom"] : []), environment: environment,
+                    outputPath: output, errorPath: errors)
             } catch {
                 report.problems.append("cycle \(cycle): \(error)")
                 break
@@ -323,6 +353,9 @@ public struct MigrationCycles: Sendable {
             if let armed, child.errorOutput.contains("crash point \(armed)") { report.crashPointHits[armed, default: 0] += 1 }
 
             let finding = await MigrationFixture.audit(at: store, books: books)
+            if FileManager.default.fileExists(atPath: store.appendingPathComponent("migration-in-progress").path) {
+                report.problems.append("cycle \(cycle): the copy of an interrupted migration was not discarded by the next open")
+            }
             report.problems += finding.problems.map { "cycle \(cycle) (seed \(seed), version \(finding.version)): \($0)" }
             if finished && finding.version != 2 { report.problems.append("cycle \(cycle): the worker said it migrated, but the store holds version \(finding.version)") }
             switch finding.version {
@@ -330,7 +363,7 @@ public struct MigrationCycles: Sendable {
                 report.intact += 1
                 // The next open migrates what the killed one left as it was.
                 do {
-                    try await MigrationFixture.migrate(at: store, durability: .noSync)
+                    try await MigrationFixture.migrate(at: store, durability: .noSync, custom: custom)
                     let again = await MigrationFixture.audit(at: store, books: books)
                     if again.version != 2 { report.problems.append("cycle \(cycle): migrating the intact store left version \(again.version)") }
                     report.problems += again.problems.map { "cycle \(cycle), migrated after the crash: \($0)" }

@@ -17,12 +17,15 @@ struct MigrateWorkerCommand: AsyncParsableCommand {
     @Option(help: "With --pin: the file whose appearance means 'read the pinned generation again and exit'.")
     var pin: String?
 
+    @Flag(help: "Migrate through the fixture's custom stage (a staged migration on a copy) instead of the inferred one.")
+    var custom = false
+
     func run() async throws {
         let url = URL(fileURLWithPath: store, isDirectory: true)
         guard let pin else {
             say("start")
             do {
-                try await MigrationFixture.migrate(at: url)
+                try await MigrationFixture.migrate(at: url, custom: custom)
             } catch let error as StrataError {
                 say("error \(error.code) \(error)")
                 throw ExitCode(3)
@@ -86,6 +89,9 @@ struct MigrationCyclesCommand: AsyncParsableCommand {
     @Option(help: "The books of the migrated store.")
     var books = 20_000
 
+    @Flag(help: "Migrate through a custom stage (a staged migration on a copy, switched by rename) instead of one transaction.")
+    var custom = false
+
     @Option(help: "Where the stores go (default: a new temporary directory; kept when a problem is found).")
     var directory: String?
 
@@ -113,7 +119,8 @@ struct MigrationCyclesCommand: AsyncParsableCommand {
             run.mode = runMode
             run.seed = seed
             run.books = books
-            say("migration-cycles: \(count) cycles, mode \(runMode.rawValue), seed \(seed), \(books) books, stores in \(where_.path)")
+            run.custom = custom
+            say("migration-cycles: \(count) cycles, mode \(runMode.rawValue)\(custom ? ", custom stage" : ""), seed \(seed), \(books) books, stores in \(where_.path)")
             let step = max(count / 10, 1)
             let report = await run.run { report in
                 if report.cycles % step == 0 { say("  \(report.cycles) cycles, \(report.problems.count) problems") }

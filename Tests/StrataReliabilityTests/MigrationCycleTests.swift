@@ -40,6 +40,55 @@ struct MigrationCycleTests {
         #expect(pointed.intact == 25 - pointed.migrated)
     }
 
+    @Test("24 staged migrations (a custom stage, run on a copy that replaces the store by rename) killed at random moments or at crash points, the switch's included: each store is version 1 intact or version 2 complete, and no copy outlives the next open")
+    func killedStagedMigrations() async throws {
+        let directory = TemporaryDirectory()
+        for mode in MigrationCycles.Mode.allCases {
+            var run = MigrationCycles(directory: directory.url.appendingPathComponent("staged-\(mode.rawValue)"))
+            run.cycles = 12
+            run.books = 3000
+            run.maximumDelay = 300
+            run.mode = mode
+            run.custom = true
+            run.seed = Self.seed
+            let report = await run.run()
+            #expect(report.problems.isEmpty, "seed \(Self.seed):\n\(report)")
+            #expect(report.cycles == 12 && report.intact + report.migrated == 12, "\(report)")
+            if mode == .crashPoints {
+                #expect(report.crashPointHits.values.reduce(0, +) == 12, "\(report)")
+                #expect(report.migrated == report.crashPointHits["after-migration-switch", default: 0], "\(report)")
+            }
+        }
+    }
+
+    @Test("a staged migration is refused while another process has the store open, which it leaves as it was; it runs once that process is gone")
+    func stagedMigrationNeedsTheStoreAlone() async throws {
+        let directory = TemporaryDirectory()
+        let store = directory.url.appendingPathComponent("library.strata")
+        try await MigrationFixture.seed(at: store, books: 500)
+        let go = directory.appending("go")
+        let child = try ChildProcess.spawn(
+            reliabilityToolPath(), ["migrate-worker", "--store", store.path, "--pin", go],
+            outputPath: directory.appending("pin.out"), errorPath: directory.appending("pin.err"))
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline, !child.output.contains("pinned") {
+            if let ended = child.poll() {
+                Issue.record("the pinning child ended early (\(ended)): \(child.errorOutput)")
+                return
+            }
+            try await Task.sleep(nanoseconds: 10_000_000)
+        }
+        let before = try Data(contentsOf: store.appendingPathComponent("data.mdb"))
+        let error = await #expect(throws: StrataError.self) { try await MigrationFixture.migrate(at: store, custom: true) }
+        #expect(error?.code == .migrationFailed && error?.reason?.contains("another process has the store open") == true, "\(String(describing: error))")
+        #expect(try Data(contentsOf: store.appendingPathComponent("data.mdb")) == before)
+        _ = FileManager.default.createFile(atPath: go, contents: Data())
+        _ = await child.ended(atMost: 60)
+        try await MigrationFixture.migrate(at: store, custom: true)
+        let finding = await MigrationFixture.audit(at: store, books: 500)
+        #expect(finding.version == 2 && finding.problems.isEmpty, "\(finding.problems)")
+    }
+
     @Test("a process holding a pinned query generation of version 1 does not stop a migration in another process, keeps reading its snapshot whole, and its reads past the migration are refused with modelMismatch")
     func migrationUnderAPinnedReader() async throws {
         let directory = TemporaryDirectory()

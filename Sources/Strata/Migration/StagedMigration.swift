@@ -84,7 +84,7 @@ enum StagedMigration {
             try? FileManager.default.removeItem(at: work)
             throw error
         }
-        CrashPoint.afterMigrationCommit.reach()
+        CrashPoint.afterMigrationSwitch.reach()
         try? FileManager.default.removeItem(at: work)
         options.migrationProgress?.report(MigrationProgress(
             store: path, stage: stages.count, stageCount: stages.count, entityName: nil, completedRows: 0, totalRows: 0, isFinished: true))
@@ -268,7 +268,7 @@ enum StagedMigration {
             }
             close(descriptor)
         }
-        CrashPoint.beforeMigrationCommit.reach()
+        CrashPoint.beforeMigrationSwitch.reach()
         guard rename(copy.path, original.path) == 0 else {
             throw .migrationFailed(store: store, reason: "the migrated copy cannot replace the store: \(String(cString: strerror(errno)))")
         }

@@ -19,6 +19,8 @@ import Synchronization
 /// | `mid-migration` | a migration has rewritten an entity's rows, or 65,536 of them, and goes on |
 /// | `before-migration-commit` | every stage of a migration is written, not committed |
 /// | `after-migration-commit` | the migration committed, before the store finishes opening |
+/// | `before-migration-switch` | a staged migration's copy is complete and flushed, not yet renamed over the store |
+/// | `after-migration-switch` | the copy replaced the store, its directory not yet removed |
 enum CrashPoint: String, CaseIterable, Sendable {
     case beforeWrite = "before-write"
     case midWrite = "mid-write"
@@ -28,6 +30,8 @@ enum CrashPoint: String, CaseIterable, Sendable {
     case midMigration = "mid-migration"
     case beforeMigrationCommit = "before-migration-commit"
     case afterMigrationCommit = "after-migration-commit"
+    case beforeMigrationSwitch = "before-migration-switch"
+    case afterMigrationSwitch = "after-migration-switch"
 
     /// The armed point and the visit that kills, from `STRATA_CRASH_POINT`; nil when unset.
     static let armed: (point: CrashPoint, visit: Int)? = {
