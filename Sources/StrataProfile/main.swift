@@ -327,6 +327,23 @@ func codedInsert(_ codes: Range<Int64>, into directory: String, revision: Int64,
     print("inserted \(codes.count) coded objects\(saving ? "" : " (unsaved)")")
 }
 
+/// Opens the store of `import` with version 2 of its model, which adds a required
+/// `edition` with a default: a migration that rewrites every row (issue 23).
+func strataMigrate(_ directory: String) throws {
+    let item = try ManagedObjectModel(types: [Item.self]).entitiesByName["Item"]!
+    let version2 = try ManagedObjectModel(entities: [
+        EntityDescription(
+            name: "Item",
+            attributes: item.attributes + [AttributeDescription(name: "edition", type: .integer64, isOptional: false, defaultValue: .integer(1))]),
+    ], versionIdentifier: "2")
+    let coordinator = PersistentStoreCoordinator(managedObjectModel: version2)
+    var options = PersistentStore.Options()
+    options.mapSize = 1 << 30
+    options.durability = .noSync
+    try coordinator.addPersistentStoreSynchronously(type: .lmdb, at: URL(fileURLWithPath: directory, isDirectory: true), options: options)
+    print("migrated")
+}
+
 // MARK: Command line
 
 let arguments = CommandLine.arguments.dropFirst()
@@ -376,6 +393,8 @@ do {
         try strataChainUpdate(arguments.last!, hopping: false)
     case ("chain-hop", 2):
         try strataChainUpdate(arguments.last!, hopping: true)
+    case ("migrate", 2):
+        try strataMigrate(arguments.last!)
     default:
         fail("unknown command or wrong arguments: \(arguments.joined(separator: " "))")
     }

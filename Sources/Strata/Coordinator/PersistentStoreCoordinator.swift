@@ -54,16 +54,23 @@ public actor PersistentStoreCoordinator {
 
     /// Opens (or creates) a store and adds it.
     ///
+    /// A store written with another version of the model is migrated first, as
+    /// `options` say (<doc:MigratingYourData>): lightweight stages in one write
+    /// transaction; a ``MigrationPlan`` with custom stages on a copy of the store, their
+    /// code awaited here.
+    ///
     /// - Parameters:
     ///   - type: ``PersistentStore/StoreType/lmdb`` (a directory at `url`, created when
     ///     missing) or ``PersistentStore/StoreType/inMemory`` (`url` ignored).
     ///   - configuration: the model configuration whose entities the store holds; nil
     ///     for every entity.
     ///   - url: the store directory.
-    ///   - options: map size, readers, durability, read-only.
+    ///   - options: map size, readers, durability, read-only, migration.
     /// - Returns: the store.
     /// - Throws: ``StrataError/unknownConfiguration(_:)``; ``StrataError/modelMismatch(store:storeHash:modelHash:changes:)``
-    ///   for a store written with another model; ``StrataError/incompatibleStore(store:reason:)``
+    ///   for a store written with another model when automatic migration is off (or the
+    ///   store is read-only); ``StrataError/migrationFailed(store:reason:conflicts:)`` for a
+    ///   migration that could not be done (the store left as it was); ``StrataError/incompatibleStore(store:reason:)``
     ///   for a missing location, a directory that is not a store, or a store already added
     ///   to this coordinator (the reason says what to do when that store is terminal);
     ///   ``StrataError/storage(_:)`` of `LMDBError.alreadyOpen` for a store still open
