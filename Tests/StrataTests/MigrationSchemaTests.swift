@@ -25,7 +25,8 @@ struct MigrationSchemaTests {
     static func library(
         version: String = "1", volume: [AttributeDescription]? = nil, volumeName: String = "Volume",
         volumeRenaming: String? = nil, relationships: [RelationshipDescription]? = nil, constraints: [[String]] = [],
-        shelfRelationship: RelationshipDescription? = nil
+        shelfRelationship: RelationshipDescription? = nil, extraStackRelationships: [RelationshipDescription] = [],
+        extraEntities: [EntityDescription] = []
     ) throws -> ManagedObjectModel {
         try ManagedObjectModel(entities: [
             EntityDescription(
@@ -43,8 +44,8 @@ struct MigrationSchemaTests {
             EntityDescription(
                 name: "Stack", attributes: [AttributeDescription(name: "label", type: .string)],
                 relationships: [shelfRelationship ?? RelationshipDescription(
-                    name: "books", destinationEntityName: volumeName, inverseName: "location", isToMany: true)]),
-        ], versionIdentifier: version)
+                    name: "books", destinationEntityName: volumeName, inverseName: "location", isToMany: true)] + extraStackRelationships),
+        ] + extraEntities, versionIdentifier: version)
     }
 
     @Test("a model's stored description round-trips: types, defaults, optionality, indexes, relationships, constraints, renaming identifiers and the version; equal models give equal bytes; transients are left out")

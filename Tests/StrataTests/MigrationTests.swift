@@ -408,3 +408,86 @@ struct MigrationTests {
         #expect(try await coordinator.checkIntegrity().problems.isEmpty)
     }
 }
+
+/// The change kinds not covered by the combined tests above, each alone on a real store.
+extension MigrationTests {
+    /// The default attributes of version 1's `Volume`, with `change` applied.
+    static func volume(_ change: (inout [AttributeDescription]) -> Void = { _ in }) -> [AttributeDescription] {
+        var attributes = [
+            AttributeDescription(name: "title", type: .string, isOptional: false, defaultValue: .string("")),
+            AttributeDescription(name: "pages", type: .integer32, defaultValue: .integer(0), isIndexed: true),
+            AttributeDescription(name: "subtitle", type: .string),
+        ]
+        change(&attributes)
+        return attributes
+    }
+
+    @Test("each lightweight change alone on a store of the version before it, then read back", arguments: [
+        "add entity", "make optional", "remove index", "remove constraint", "add relationship", "rename to-many", "ordered to unordered",
+    ])
+    func changeAlone(kind: String) async throws {
+        let directory = TemporaryDirectory()
+        let orderedShelf = RelationshipDescription(name: "books", destinationEntityName: "Volume", inverseName: "location", isToMany: true, isOrdered: true)
+        let v1: ManagedObjectModel = switch kind {
+        case "remove constraint": try Library.library(constraints: [["title"]])
+        case "ordered to unordered": try Library.library(shelfRelationship: orderedShelf)
+        default: try Library.library()
+        }
+        try await Self.seed(directory.url, model: v1)
+        let v2: ManagedObjectModel
+        switch kind {
+        case "add entity":
+            v2 = try Library.library(
+                version: "2", extraEntities: [EntityDescription(name: "Label", attributes: [AttributeDescription(name: "text", type: .string)])])
+        case "make optional":
+            v2 = try Library.library(version: "2", volume: Self.volume { $0[0] = AttributeDescription(name: "title", type: .string) })
+        case "remove index":
+            v2 = try Library.library(version: "2", volume: Self.volume { $0[1] = AttributeDescription(name: "pages", type: .integer32, defaultValue: .integer(0)) })
+        case "remove constraint", "ordered to unordered":
+            v2 = try Library.library(version: "2")
+        case "add relationship":
+            v2 = try Library.library(
+                version: "2",
+                relationships: [
+                    RelationshipDescription(name: "location", destinationEntityName: "Stack", inverseName: "books"),
+                    RelationshipDescription(name: "favourite", destinationEntityName: "Stack", inverseName: "favourites"),
+                ],
+                extraStackRelationships: [
+                    RelationshipDescription(name: "favourites", destinationEntityName: "Volume", inverseName: "favourite", isToMany: true),
+                ])
+        default:   // rename to-many
+            v2 = try Library.library(
+                version: "2",
+                relationships: [RelationshipDescription(name: "location", destinationEntityName: "Stack", inverseName: "volumes")],
+                shelfRelationship: RelationshipDescription(
+                    name: "volumes", destinationEntityName: "Volume", inverseName: "location", isToMany: true, renamingIdentifier: "books"))
+        }
+        let (coordinator, store) = try await Self.open(directory.url, model: v2)
+        #expect(try await coordinator.checkIntegrity().problems.isEmpty, "\(kind)")
+        #expect(try await Self.values("Volume", ["title", "pages"], in: coordinator) == [["A", "10"], ["B", "20"], ["C", "30"]], "\(kind)")
+        let names = try Self.databases(store)
+        switch kind {
+        case "add entity":
+            #expect(names.contains("rows:Label"))
+        case "remove index":
+            #expect(!names.contains("index:Volume.pages"))
+        case "remove constraint":
+            #expect(!names.contains { $0.hasPrefix("unique:") })
+            try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+                let twin = ManagedObject(entity: v2.entitiesByName["Volume"]!)
+                try context.insert(twin)
+                try twin.setValue("A", forKey: "title")
+                try context.save()   // no constraint any more
+            }
+        case "add relationship":
+            #expect(try await Self.values("Stack", ["label", "books", "favourites"], in: coordinator) == [["S1", "A+B", ""], ["S2", "C", ""]])
+        case "rename to-many":
+            #expect(names.contains("links:Stack.volumes") && !names.contains("links:Stack.books"))
+            #expect(try await Self.values("Stack", ["label", "volumes"], in: coordinator) == [["S1", "A+B"], ["S2", "C"]])
+        case "ordered to unordered":
+            #expect(try await Self.values("Stack", ["label", "books"], in: coordinator) == [["S1", "A+B"], ["S2", "C"]])
+        default:
+            break
+        }
+    }
+}
