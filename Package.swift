@@ -84,7 +84,7 @@ let package = Package(
         .testTarget(
             name: "StrataCLITests",
             dependencies: [
-                "StrataCLI", "StrataLMDB", "StrataTesting",
+                "StrataCLI", "StrataLMDB", "StrataLocks", "StrataTesting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -1,5 +1,6 @@
 import Foundation
 import Strata
+import StrataLocks
 import StrataTesting
 import Testing
 
@@ -66,10 +67,10 @@ struct MigrateTests {
             """)
         #expect(tree(path).filter { $0.key != "lock.mdb" } == before.filter { $0.key != "lock.mdb" })
 
-        let reports = LockedReports()
+        let reports = LockedValue<[MigrationProgress]>([])
         let run = try Self.command(["migrate", path, "--model", v1, "--model", v2])
-        #expect(try run.perform { reports.append($0) }.hasSuffix("migrated: \(path) now holds version 2"))
-        #expect(reports.all.last?.isFinished == true)
+        #expect(try run.perform { progress in reports.withLock { $0.append(progress) } }.hasSuffix("migrated: \(path) now holds version 2"))
+        #expect(reports.withLock { $0 }.last?.isFinished == true)
         #expect(try StoreReport.load(path: path).modelVersionIdentifier == "2")
         #expect(try run.perform() == "\(path) holds version 2: nothing to migrate")
     }
@@ -92,17 +93,4 @@ struct MigrateTests {
         #expect(throws: StoreError.self) { try notStore.perform() }
         #expect(tree(path).filter { $0.key != "lock.mdb" } == before.filter { $0.key != "lock.mdb" })
     }
-}
-
-/// Progress reports collected from any thread.
-final class LockedReports: @unchecked Sendable {
-    // @unchecked because every access to `reports` holds `lock`.
-    private let lock = NSLock()
-    private var reports: [MigrationProgress] = []
-
-    func append(_ progress: MigrationProgress) {
-        lock.withLock { reports.append(progress) }
-    }
-
-    var all: [MigrationProgress] { lock.withLock { reports } }
 }
