@@ -299,6 +299,7 @@ public struct MigrationCycles: Sendable {
         let template = directory.appendingPathComponent("template.strata")
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            try? FileManager.default.removeItem(at: template)   // a kept run's: start afresh
             try await MigrationFixture.seed(at: template, books: books)
         } catch {
             report.problems.append("the version 1 store cannot be written: \(error)")
