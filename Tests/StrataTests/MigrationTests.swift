@@ -491,3 +491,36 @@ extension MigrationTests {
         }
     }
 }
+
+extension MigrationTests {
+    @Test("what the version hash leaves out still migrates: optional made required fills its nils, a new version identifier is recorded, required without a default is refused; a store that recorded no model records it at its next open")
+    func sameHashDifferentDescription() async throws {
+        let directory = TemporaryDirectory()
+        try await Self.seed(directory.url)
+        let required = try Library.library(version: "1.1", volume: Self.volume { $0[2] = AttributeDescription(name: "subtitle", type: .string, isOptional: false, defaultValue: .string("none")) })
+        #expect(required.versionHash == (try Library.library()).versionHash, "optionality and defaults are not in the hash")
+        let strict = try Library.library(version: "1.1", volume: Self.volume { $0[2] = AttributeDescription(name: "subtitle", type: .string, isOptional: false) })
+        let before = try Self.bytes(directory.url)
+        let refused = await #expect(throws: StrataError.self) { _ = try await Self.open(directory.url, model: strict) }
+        #expect(refused?.reason?.contains("Volume.subtitle becomes required without a default value") == true, "\(String(describing: refused))")
+        #expect(try Self.bytes(directory.url) == before)
+
+        let preview = try PersistentStoreCoordinator(managedObjectModel: required).migrationPreview(forStoreAt: directory.url)
+        #expect(preview.stages.first?.changes == ["make Volume.subtitle required (nil takes the default)"])
+        do {
+            let (coordinator, store) = try await Self.open(directory.url, model: required)
+            #expect(try await Self.values("Volume", ["title", "subtitle"], in: coordinator) == [["A", "sa"], ["B", "none"], ["C", "sc"]])
+            #expect(store.file.metadata.storedModel?.versionIdentifier == "1.1")
+            try await coordinator.remove(store)
+        }
+
+        // A store without a recorded model (written before stores kept it) records it.
+        do {
+            let environment = try Environment(path: directory.url.path)
+            let metadata = try environment.openDatabase(named: "strata.metadata")
+            try environment.write { txn in _ = try txn.delete(forKey: Array("modelDescription".utf8), in: metadata) }
+        }
+        let (_, store) = try await Self.open(directory.url, model: required)
+        #expect(store.file.metadata.storedModel == StoredModel(required))
+    }
+}

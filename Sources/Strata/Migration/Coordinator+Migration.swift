@@ -34,13 +34,17 @@ extension PersistentStoreCoordinator {
             throw .incompatibleStore(store: path, reason: "it holds no Strata store")
         }
         let model = managedObjectModel
-        guard existing.modelVersionHash != model.versionHash else {
-            return MigrationPreview(store: path, fromVersion: MigrationPlan.name(model), toVersion: MigrationPlan.name(model), stages: [])
-        }
         var settings = MigrationSettings(options)
         settings.migratesAutomatically = true
         settings.progress = nil
-        let migration = try StoreMigration(existing: existing, model: model, settings: settings, path: path, planningCustomStages: true)
+        let migration: StoreMigration
+        if existing.modelVersionHash != model.versionHash {
+            migration = try StoreMigration(existing: existing, model: model, settings: settings, path: path, planningCustomStages: true)
+        } else if let refresh = try StoreMigration.refreshing(existing: existing, model: model, settings: settings, path: path) {
+            migration = refresh
+        } else {
+            return MigrationPreview(store: path, fromVersion: MigrationPlan.name(model), toVersion: MigrationPlan.name(model), stages: [])
+        }
         let counts = try StoreFile.storage { () throws -> [String: Int] in
             // Databases opened first: a handle opened after a read transaction began is not valid in it.
             var databases: [String: Database] = [:]

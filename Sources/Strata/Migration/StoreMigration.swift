@@ -145,6 +145,33 @@ struct StoreMigration {
         toVersion = steps.last.map { MigrationPlan.name($0.target) } ?? ""
     }
 
+    /// The migration of a store whose model has the same version hash as `model` but
+    /// differs in what the hash leaves out (optionality, defaults, renaming and version
+    /// identifiers, delete rules): one inferred stage, which rewrites rows only where an
+    /// attribute became required (nils take the default) and records the new description.
+    /// Nil when the store's recorded model is `model`'s, or it recorded none (then
+    /// ``StoreFile`` records it).
+    ///
+    /// - Throws: ``StrataError/migrationFailed(store:reason:conflicts:)`` when an attribute
+    ///   became required without a default.
+    static func refreshing(
+        existing: StoreMetadata, model: ManagedObjectModel, settings: MigrationSettings, path: String
+    ) throws(StrataError) -> StoreMigration? {
+        guard let stored = existing.storedModel, stored != StoredModel(model) else { return nil }
+        let step: MigrationStep
+        do throws(MetadataDecodingError) {
+            step = try MigrationStep(from: stored, schema: existing.schema, to: model)
+        } catch {
+            throw .migrationFailed(store: path, reason: "the model the store recorded cannot be read: \(error.reason)")
+        }
+        let name = "lightweight \(stored.versionIdentifier.map { "version \($0)" } ?? "(unnamed version)") → \(MigrationPlan.name(model)) "
+            + "(same version hash)"
+        if !step.allProblems.isEmpty {
+            throw .migrationFailed(store: path, reason: step.allProblems.map { "\(name) needs a custom stage: \($0)" }.joined(separator: "; "))
+        }
+        return StoreMigration(steps: [step], names: [name], path: path, progress: settings.progress)
+    }
+
     /// What the migration will do to a store whose entities hold `rowCounts` rows.
     func preview(rowCounts: [String: Int]) -> MigrationPreview {
         var counts = rowCounts

@@ -160,6 +160,21 @@ final class StoreFile: Sendable {
                 let migrator = try StoreMigration(existing: existing, model: model, settings: migration, path: path)
                 try migrator.run(in: environment, storeIdentifier: existing.identifier)
                 existing = migrator.metadata(after: existing)
+            } else if existing.modelVersionHash == model.versionHash && !readOnly {
+                // The same stored structure: what the hash leaves out may still differ.
+                if existing.storedModel == nil {
+                    existing.storedModel = StoredModel(model)   // a store written before stores recorded their model
+                    try StoreFile.storage {
+                        let database = try environment.openDatabase(named: StoreLayout.metadataDatabase)
+                        try environment.write { txn in
+                            try txn.put(StoredModel(model).encoded(), forKey: Array(StoreMetadata.Key.modelDescription.utf8), in: database)
+                        }
+                    }
+                } else if migration.migratesAutomatically,
+                          let refresh = try StoreMigration.refreshing(existing: existing, model: model, settings: migration, path: path) {
+                    try refresh.run(in: environment, storeIdentifier: existing.identifier)
+                    existing = refresh.metadata(after: existing)
+                }
             }
             // Check before creating anything: a mismatched store is left byte for byte as it was.
             guard existing.modelVersionHash == model.versionHash else {
