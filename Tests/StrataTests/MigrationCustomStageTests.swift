@@ -274,3 +274,27 @@ struct MigrationCustomStageTests {
         #expect(try await coordinator.checkIntegrity().rows == 3)
     }
 }
+
+extension MigrationCustomStageTests {
+    @Test("a container migrates through its descriptions' plans, custom stages included, and reports a failed migration per description")
+    func containerMigration() async throws {
+        let directory = TemporaryDirectory()
+        let url = directory.url.appendingPathComponent("People.strata")
+        try await Self.seed(url)
+        var description = PersistentStoreDescription(url: url)
+        description.options.durability = .noSync
+        description.migrationPlan = MigrationPlan(stages: [.custom(from: Self.v1, to: Self.v2, willMigrate: nil, didMigrate: nil)])
+        let failing = PersistentContainer(name: "People", managedObjectModel: Self.v2)
+        failing.persistentStoreDescriptions = [description]
+        let error = await #expect(throws: PersistentContainerError.self) { try await failing.loadPersistentStores() }
+        #expect(error?.failures.first?.error.code == .migrationFailed)
+
+        description.migrationPlan = MigrationPlan(stages: [.custom(from: Self.v1, to: Self.v2, willMigrate: nil, didMigrate: Self.split)])
+        #expect(description.shouldMigrateStoreAutomatically && description.shouldInferMappingModelAutomatically)
+        let container = PersistentContainer(name: "People", managedObjectModel: Self.v2)
+        container.persistentStoreDescriptions = [description]
+        try await container.loadPersistentStores()
+        #expect(try await Self.people(in: container.persistentStoreCoordinator)
+            == ["Ada Lovelace 36 London", "Alan Turing 41 London", "Grace Hopper 85 New York"])
+    }
+}

@@ -22,7 +22,7 @@ public struct PersistentContainerError: Error, Sendable, Hashable, CustomStringC
         /// Why: ``StrataError/incompatibleStore(store:reason:)`` for a location that is
         /// a file or cannot be created, ``StrataError/unknownConfiguration(_:)``,
         /// ``StrataError/modelMismatch(store:storeHash:modelHash:changes:)``,
-        /// ``StrataError/storage(_:)``, …
+        /// ``StrataError/migrationFailed(store:reason:conflicts:)``, ``StrataError/storage(_:)``, …
         public let error: StrataError
 
         /// A failure of `storeDescription`.
