@@ -61,12 +61,10 @@ struct MigrationCycleTests {
         }
     }
 
-    @Test("a staged migration is refused while another process has the store open, which it leaves as it was; it runs once that process is gone")
-    func stagedMigrationNeedsTheStoreAlone() async throws {
-        let directory = TemporaryDirectory()
-        let store = directory.url.appendingPathComponent("library.strata")
-        try await MigrationFixture.seed(at: store, books: 500)
-        let go = directory.appending("go")
+    /// Starts `strata-reliability migrate-worker --pin` on `store` (version 1) and waits
+    /// until it holds its pinned generation; it reads again and exits once `go` exists.
+    /// Nil, with an issue recorded, when it ended early.
+    static func pinnedReader(of store: URL, releasedBy go: String, in directory: borrowing TemporaryDirectory) async throws -> ChildProcess? {
         let child = try ChildProcess.spawn(
             reliabilityToolPath(), ["migrate-worker", "--store", store.path, "--pin", go],
             outputPath: directory.appending("pin.out"), errorPath: directory.appending("pin.err"))
@@ -74,10 +72,20 @@ struct MigrationCycleTests {
         while Date() < deadline, !child.output.contains("pinned") {
             if let ended = child.poll() {
                 Issue.record("the pinning child ended early (\(ended)): \(child.errorOutput)")
-                return
+                return nil
             }
             try await Task.sleep(nanoseconds: 10_000_000)
         }
+        return child
+    }
+
+    @Test("a staged migration is refused while another process has the store open, which it leaves as it was; it runs once that process is gone")
+    func stagedMigrationNeedsTheStoreAlone() async throws {
+        let directory = TemporaryDirectory()
+        let store = directory.url.appendingPathComponent("library.strata")
+        try await MigrationFixture.seed(at: store, books: 500)
+        let go = directory.appending("go")
+        guard let child = try await Self.pinnedReader(of: store, releasedBy: go, in: directory) else { return }
         let before = try Data(contentsOf: store.appendingPathComponent("data.mdb"))
         let error = await #expect(throws: StrataError.self) { try await MigrationFixture.migrate(at: store, custom: true) }
         #expect(error?.code == .migrationFailed && error?.reason?.contains("another process has the store open") == true, "\(String(describing: error))")
@@ -95,17 +103,7 @@ struct MigrationCycleTests {
         let store = directory.url.appendingPathComponent("library.strata")
         try await MigrationFixture.seed(at: store, books: 1000)
         let go = directory.appending("go")
-        let child = try ChildProcess.spawn(
-            reliabilityToolPath(), ["migrate-worker", "--store", store.path, "--pin", go],
-            outputPath: directory.appending("pin.out"), errorPath: directory.appending("pin.err"))
-        let deadline = Date().addingTimeInterval(60)
-        while Date() < deadline, !child.output.contains("pinned") {
-            if let ended = child.poll() {
-                Issue.record("the pinning child ended early (\(ended)): \(child.errorOutput)")
-                return
-            }
-            try await Task.sleep(nanoseconds: 10_000_000)
-        }
+        guard let child = try await Self.pinnedReader(of: store, releasedBy: go, in: directory) else { return }
         #expect(child.output.contains("pinned 1000 1000"), "\(child.output)")
 
         try await MigrationFixture.migrate(at: store, durability: .noSync)
