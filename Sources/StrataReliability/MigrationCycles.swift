@@ -228,13 +228,9 @@ public enum MigrationFixture {
 /// or version 2 complete. An intact store is then migrated in this process and audited
 /// again (the next open finishes what the killed one began).
 public struct MigrationCycles: Sendable {
-    /// How each cycle's worker dies.
-    public enum Mode: String, Sendable, CaseIterable {
-        /// The parent sends SIGKILL after a random delay.
-        case kill
-        /// `STRATA_CRASH_POINT` makes the worker kill itself inside the migration.
-        case crashPoints = "crash-points"
-    }
+    /// How each cycle's worker dies: SIGKILL after a random delay, or a crash point
+    /// (`STRATA_CRASH_POINT`) inside the migration.
+    public typealias Mode = KillCycles.Mode
 
     /// The number of cycles.
     public var cycles = 50
