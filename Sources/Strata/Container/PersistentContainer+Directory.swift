@@ -34,9 +34,11 @@ extension PersistentContainer {
     }
 
     /// The default description of a container named `name`: an LMDB store at
-    /// `<defaultDirectoryURL>/<name>.strata`.
+    /// `<defaultDirectoryURL>/<name>.strata` that tracks persistent history.
     static func defaultStoreDescription(name: String) -> PersistentStoreDescription {
-        PersistentStoreDescription(url: defaultDirectoryURL().appendingPathComponent("\(name).strata", isDirectory: true))
+        var description = PersistentStoreDescription(url: defaultDirectoryURL().appendingPathComponent("\(name).strata", isDirectory: true))
+        description.tracksPersistentHistory = true
+        return description
     }
 }
 

@@ -73,6 +73,12 @@ public struct PersistentStoreDescription: Sendable, Hashable, CustomStringConver
         set { options.migrationPlan = newValue }
     }
 
+    /// Whether saves record persistent history (``PersistentStore/Options/tracksPersistentHistory``).
+    public var tracksPersistentHistory: Bool {
+        get { options.tracksPersistentHistory }
+        set { options.tracksPersistentHistory = newValue }
+    }
+
     /// `lmdb store at /srv/notes/Notes.strata (configuration Cache)`.
     public var description: String {
         let location = type == .inMemory ? "in memory" : "at \(url?.path ?? "(no location)")"

@@ -163,7 +163,7 @@ extension ManagedObjectContext {
             }
             saved = graph.didSaveIntoParent(batch, merge: merge)
         } else {
-            saved = try graph.writeToStores(batch, policy: mergePolicy)
+            saved = try graph.writeToStores(batch, policy: mergePolicy, history: SaveHistory(author: transactionAuthor, contextName: name))
         }
         guard !saved.isEmpty else { return }
         post(.didSave, saved)

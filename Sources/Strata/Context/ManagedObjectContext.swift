@@ -104,6 +104,16 @@ public actor ManagedObjectContext {
     /// ``mergePolicy``'s value.
     private nonisolated let mergePolicyValue = LockedValue(MergePolicy.error)
 
+    /// Who the context's saves are made by, recorded with each in persistent history
+    /// (``PersistentHistoryTransaction/author``): an app name, a job, a request. Nil by
+    /// default; settable from any thread; a save uses the author set when it begins.
+    public nonisolated var transactionAuthor: String? {
+        get { transactionAuthorValue.withLock { $0 } }
+        set { transactionAuthorValue.withLock { $0 = newValue } }
+    }
+    /// ``transactionAuthor``'s value.
+    private nonisolated let transactionAuthorValue = LockedValue<String?>(nil)
+
     nonisolated let contextExecutor: ContextExecutor
 
     /// The context's executor: its private queue, or the main actor's.

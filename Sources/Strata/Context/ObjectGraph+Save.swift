@@ -107,7 +107,11 @@ extension ObjectGraph {
     /// - Throws: ``StrataError/mergeConflicts(_:)`` when rows changed underneath;
     ///   ``StrataError/noStore(entity:)``, ``StrataError/invalidObjectState(_:reason:)``
     ///   for a relationship between stores; storage errors. Nothing is written then.
-    func writeToStores(_ batch: SaveBatch, policy: MergePolicy = .error) throws -> ObjectChangeSets {
+    ///
+    /// `history` (the saving context's author and name) goes to the saves of the stores
+    /// that track persistent history, with the names of each updated object's changed
+    /// properties.
+    func writeToStores(_ batch: SaveBatch, policy: MergePolicy = .error, history: SaveHistory? = nil) throws -> ObjectChangeSets {
         var plan = SavePlan()
         for object in batch.inserted {
             let store = try store(forNew: object, plan: &plan)
@@ -116,6 +120,11 @@ extension ObjectGraph {
         for object in batch.updated {
             let store = try plan.store(of: object, coordinator: coordinator)
             try plan.add(object, to: store, key: object.rowKey, baseVersion: object.rowVersion)
+            if let history, store.options.tracksPersistentHistory {
+                let index = plan.index(of: store)
+                if plan.saves[index].history == nil { plan.saves[index].history = history }
+                plan.saves[index].history!.updatedProperties[plan.saves[index].rows.count - 1] = object.changedPropertyNames()
+            }
             if policy.merges {
                 // What the object changed, with the values it read: what the write merges
                 // from when the row changed meanwhile.
@@ -138,6 +147,11 @@ extension ObjectGraph {
             plan.saves[plan.index(of: store)].checked.append(StoreChanges.Deletion(objectID: object.objectID, expectedVersion: object.rowVersion))
         }
         try checkStores(plan.related, plan.storeOfRelated)
+        if let history {
+            for index in plan.saves.indices where plan.saves[index].history == nil && plan.saves[index].store.options.tracksPersistentHistory {
+                plan.saves[index].history = history
+            }
+        }
 
         let outcome: SaveOutcome
         do {

@@ -13,6 +13,8 @@ struct StoreSave: Sendable {
     var checked: [StoreChanges.Deletion] = []
     /// How conflicts are settled in the write; nil to fail the save on any.
     var merging: SaveMerging?
+    /// What the save records in persistent history; nil when the store tracks none.
+    var history: SaveHistory?
 
     /// An empty save of `store`.
     init(store: PersistentStore) {
@@ -268,6 +270,7 @@ extension PersistentStoreCoordinator {
         var local = SaveOutcome()
         let keys: [UInt64]
         let merge: MergeResult?
+        let tombstones = save.history == nil || save.deleted.isEmpty ? [:] : try tombstones(of: save, with: writer)
         do {
             (keys, merge) = try writer.apply(save.rows, deleting: save.deleted, checking: save.checked, merging: save.merging)
         } catch let StoreWriteError.constraintConflict(conflicts) {
@@ -281,6 +284,9 @@ extension PersistentStoreCoordinator {
                     },
                     oldVersion: conflict.expectedVersion, newVersion: conflict.storedVersion)
             })
+        }
+        if let history = save.history {
+            try recordHistory(history, of: save, keys: keys, merge: merge, tombstones: tombstones, with: writer)
         }
         local.keys = [keys]
         if let merge { local.merge = merge }

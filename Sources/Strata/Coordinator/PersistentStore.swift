@@ -70,6 +70,11 @@ public final class PersistentStore: Sendable, Hashable, CustomStringConvertible 
         public var migrationPlan: MigrationPlan?
         /// Where a migration reports its progress; nil by default.
         public var migrationProgress: MigrationProgressHandler?
+        /// Whether every save that reaches the store records a transaction of persistent
+        /// history in the same LMDB transaction as its data (Core Data's
+        /// `NSPersistentHistoryTrackingKey`); false by default here, true in a
+        /// ``PersistentContainer``'s default description. Off, it costs nothing.
+        public var tracksPersistentHistory = false
 
         /// The defaults: 64 MiB growing to 1 TiB, 126 readers, durable commits, writable,
         /// migrating stores of earlier model versions with inferred lightweight stages.

@@ -20,14 +20,19 @@ public struct AttributeDescription: Sendable, Hashable {
     /// stored values of the attribute of that name over to this one (a rename), instead of
     /// dropping one attribute and adding another.
     public var renamingIdentifier: String?
+    /// Whether persistent history keeps the attribute's value when its object is deleted
+    /// (in the delete change's tombstone, ``PersistentHistoryChange/tombstone``): what
+    /// another process needs to recognise the object it lost (a unique code, a name).
+    public var preservesValueInHistoryOnDeletion: Bool
 
     /// Describes an attribute.
     public init(
         name: String, type: AttributeType, isOptional: Bool = true, defaultValue: AttributeValue? = nil,
         isIndexed: Bool = false, isTransient: Bool = false, validation: AttributeValidation = AttributeValidation(),
-        renamingIdentifier: String? = nil
+        renamingIdentifier: String? = nil, preservesValueInHistoryOnDeletion: Bool = false
     ) {
         self.renamingIdentifier = renamingIdentifier
+        self.preservesValueInHistoryOnDeletion = preservesValueInHistoryOnDeletion
         self.name = name
         self.type = type
         self.isOptional = isOptional

@@ -75,6 +75,21 @@ extension ManagedObject {
         return changes
     }
 
+    /// The names of the persistent properties ``changedValues()`` lists, without making
+    /// their values: what a save records in persistent history.
+    func changedPropertyNames() -> [String] {
+        if holdsUnreadChanges { fulfilIfNeeded() }
+        guard faultState == .fulfilled, !(isSaved && committedCopy == nil) else { return [] }
+        var names: [String] = []
+        for (slot, attribute) in _entity.attributes.enumerated() where !attribute.isTransient {
+            if attributeValue(at: slot) != committedAttribute(at: slot) { names.append(attribute.name) }
+        }
+        for (slot, relationship) in _entity.relationships.enumerated() where relationshipChanged(slot) {
+            names.append(relationship.name)
+        }
+        return names
+    }
+
     /// The values of the properties named `keys` (every property when nil) as they were
     /// last fetched or saved, ignoring unsaved changes; empty for an object never saved.
     ///

@@ -2,8 +2,8 @@ import Foundation
 import StrataLMDB
 
 /// One transaction of persistent history as a store keeps it in `strata.history`: when a
-/// save or batch request committed, who made it, and what it changed, by entity number,
-/// primary key and field number (names are the schema's business, resolved when read).
+/// save or batch request committed, who made it, and what it changed: rows by entity
+/// number (stable across renames) and primary key, properties by the names they had then.
 ///
 /// The groundwork of persistent history (issue 24): the format, and how
 /// ``HistoryLog`` appends, reads and trims it inside LMDB transactions.
@@ -11,8 +11,10 @@ import StrataLMDB
 /// ```
 /// record  := 0x01 f64(timestamp) text?(author) text?(context) varint(pid) varint(count) change*
 /// change  := kind(1 byte) varint(entity) varint(primaryKey) body
-/// body    := update: varint(count) varint(field)*      fields ascending
-///            delete: varint(length) record              the tombstone (``RecordCodec``, version 0)
+/// body    := update: varint(count) text*                 the changed properties' names
+///            delete: varint(count) text* varint(length) record
+///                                                       the tombstone: names, then their values as a
+///                                                       record (``RecordCodec``, fields 1...count)
 ///            insert: nothing
 /// text?   := varint(0) for nil, else varint(byteCount + 1) UTF-8 bytes
 /// f64     := 8 bytes, little-endian bits of the seconds since 2001
@@ -33,10 +35,10 @@ struct HistoryRecord: Sendable, Hashable {
         var entity: UInt16
         /// The row's primary key.
         var primaryKey: UInt64
-        /// For an update: the field numbers whose values changed, ascending.
-        var updatedFields: [UInt32] = []
-        /// For a delete: the values kept of the deleted row, by field number.
-        var tombstone: [UInt32: AttributeValue] = [:]
+        /// For an update: the names of the properties whose values changed.
+        var updatedProperties: [String] = []
+        /// For a delete: the values kept of the deleted row, by attribute name.
+        var tombstone: [String: AttributeValue] = [:]
     }
 
     /// When the transaction committed.
@@ -79,12 +81,17 @@ struct HistoryRecord: Sendable, Hashable {
             case .insert:
                 break
             case .update:
-                RecordCodec.appendVarint(UInt64(change.updatedFields.count), to: &bytes)
-                for field in change.updatedFields.sorted() { RecordCodec.appendVarint(UInt64(field), to: &bytes) }
+                RecordCodec.appendVarint(UInt64(change.updatedProperties.count), to: &bytes)
+                for name in change.updatedProperties { Self.appendOptionalText(name, to: &bytes) }
             case .delete:
-                let tombstone = RecordCodec.encode(Record(version: 0, fields: change.tombstone))
-                RecordCodec.appendVarint(UInt64(tombstone.count), to: &bytes)
-                bytes.append(contentsOf: tombstone)
+                let kept = change.tombstone.sorted { $0.key < $1.key }
+                RecordCodec.appendVarint(UInt64(kept.count), to: &bytes)
+                for (name, _) in kept { Self.appendOptionalText(name, to: &bytes) }
+                var fields: [UInt32: AttributeValue] = [:]
+                for (index, entry) in kept.enumerated() { fields[UInt32(index + 1)] = entry.value }
+                let values = RecordCodec.encode(Record(version: 0, fields: fields))
+                RecordCodec.appendVarint(UInt64(values.count), to: &bytes)
+                bytes.append(contentsOf: values)
             }
         }
         return bytes
@@ -127,24 +134,34 @@ struct HistoryRecord: Sendable, Hashable {
             case .insert:
                 break
             case .update:
-                let fields = try RecordCodec.readVarint(bytes, at: &offset)
-                guard fields <= UInt64(bytes.count - offset) else { throw fail("\(fields) fields cannot fit") }
-                for _ in 0..<fields {
-                    let field = try RecordCodec.readVarint(bytes, at: &offset)
-                    guard field >= 1, field <= UInt64(RecordCodec.maximumFieldNumber) else { throw fail("field number \(field) is out of range") }
-                    change.updatedFields.append(UInt32(field))
-                }
+                change.updatedProperties = try Self.readNames(bytes, at: &offset)
             case .delete:
+                let names = try Self.readNames(bytes, at: &offset)
                 let length = try RecordCodec.readVarint(bytes, at: &offset)
                 guard length <= UInt64(bytes.count - offset) else { throw fail("the tombstone is cut short") }
-                let tombstone = try RecordCodec.decode(UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + Int(length)]))
+                let values = try RecordCodec.decode(UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + Int(length)]))
                 offset += Int(length)
-                change.tombstone = tombstone.fields
+                for (number, value) in values.fields {
+                    guard number >= 1, Int(number) <= names.count else { throw fail("the tombstone holds a value of no name") }
+                    change.tombstone[names[Int(number) - 1]] = value
+                }
             }
             changes.append(change)
         }
         guard offset == bytes.count else { throw fail("the record has trailing bytes") }
         self.changes = changes
+    }
+
+    /// Reads a count, then that many names (none nil).
+    private static func readNames(_ bytes: UnsafeRawBufferPointer, at offset: inout Int) throws(RecordDecodingError) -> [String] {
+        let count = try RecordCodec.readVarint(bytes, at: &offset)
+        guard count <= UInt64(bytes.count - offset) else { throw RecordDecodingError(reason: "\(count) names cannot fit", offset: offset) }
+        var names: [String] = []
+        for _ in 0..<count {
+            guard let name = try readOptionalText(bytes, at: &offset) else { throw RecordDecodingError(reason: "a name is missing", offset: offset) }
+            names.append(name)
+        }
+        return names
     }
 
     private static func appendOptionalText(_ text: String?, to bytes: inout [UInt8]) {

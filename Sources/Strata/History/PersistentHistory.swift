@@ -1,0 +1,67 @@
+import Foundation
+
+/// A point in a store's persistent history: the transaction it names and everything
+/// before it (Core Data's `NSPersistentHistoryToken`). Keep the last one you processed
+/// (it is `Codable`) and fetch what came after it.
+///
+/// Tokens of one store compare in commit order; a token of another store compares by its
+/// store first.
+public struct PersistentHistoryToken: Sendable, Codable, Hashable, Comparable, CustomStringConvertible {
+    /// The store whose history it is (``PersistentStore/identifier``).
+    public let storeIdentifier: UUID
+    /// The transaction's sequence number in that store: from 1, never reused.
+    public let sequence: UInt64
+
+    /// The token of transaction `sequence` of the store `storeIdentifier`.
+    public init(storeIdentifier: UUID, sequence: UInt64) {
+        self.storeIdentifier = storeIdentifier
+        self.sequence = sequence
+    }
+
+    /// Commit order within a store; stores ordered by their identifiers.
+    public static func < (lhs: Self, rhs: Self) -> Bool {
+        lhs.storeIdentifier == rhs.storeIdentifier ? lhs.sequence < rhs.sequence : lhs.storeIdentifier.uuidString < rhs.storeIdentifier.uuidString
+    }
+
+    /// `history 42 of 6F1E…`.
+    public var description: String { "history \(sequence) of \(storeIdentifier)" }
+}
+
+/// One transaction of persistent history: one save that reached a store (Core Data's
+/// `NSPersistentHistoryTransaction`), with who made it and what it changed.
+public struct PersistentHistoryTransaction: Sendable, Hashable, Identifiable {
+    /// Where it stands in its store's history.
+    public let token: PersistentHistoryToken
+    /// When it committed.
+    public let timestamp: Date
+    /// The saving context's ``ManagedObjectContext/transactionAuthor``.
+    public let author: String?
+    /// The saving context's name.
+    public let contextName: String?
+    /// The process that committed it.
+    public let processID: Int32
+    /// What it changed, in the order the save wrote it.
+    public let changes: [PersistentHistoryChange]
+
+    /// The token.
+    public var id: PersistentHistoryToken { token }
+}
+
+/// One object's change in a ``PersistentHistoryTransaction`` (Core Data's
+/// `NSPersistentHistoryChange`).
+public struct PersistentHistoryChange: Sendable, Hashable {
+    /// What happened to the object.
+    public enum ChangeType: Sendable, Hashable {
+        case insert, update, delete
+    }
+
+    /// Insert, update or delete.
+    public let changeType: ChangeType
+    /// The object (its entity's name as the store's current model has it).
+    public let changedObjectID: ManagedObjectID
+    /// For an update: the names of the properties it changed (as named then); nil otherwise.
+    public let updatedProperties: Set<String>?
+    /// For a delete: the values of its attributes marked
+    /// ``AttributeDescription/preservesValueInHistoryOnDeletion``, by name; nil otherwise.
+    public let tombstone: [String: AttributeValue]?
+}

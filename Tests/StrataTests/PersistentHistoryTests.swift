@@ -1,0 +1,178 @@
+import Foundation
+@testable import Strata
+import StrataTesting
+import Testing
+
+/// Persistent history recorded by saves: one transaction per save that reaches a store
+/// that tracks it, in the same LMDB transaction as the data, with author, context name,
+/// process and changes; fetched after a token or a date, filtered, trimmed.
+@Suite("Persistent history")
+struct PersistentHistoryTests {
+    static func coordinator(tracking: Bool = true) async throws -> (PersistentStoreCoordinator, PersistentStore) {
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: NotesModel.model)
+        var options = CoordinatorStoreTests.options
+        options.tracksPersistentHistory = tracking
+        let store = try await coordinator.addPersistentStore(type: .inMemory, options: options)
+        return (coordinator, store)
+    }
+
+    static func context(_ coordinator: PersistentStoreCoordinator, author: String?, name: String = "editor") -> ManagedObjectContext {
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: name)
+        context.transactionAuthor = author
+        return context
+    }
+
+    @Test("each save records one transaction: its author, context name, process, and its inserts, updates (with the changed properties) and deletes")
+    func savesRecordTransactions() async throws {
+        let (coordinator, store) = try await Self.coordinator()
+        let context = Self.context(coordinator, author: "app")
+        let ids = try await context.perform { context in
+            let folder = Folder()
+            folder.name = "Inbox"
+            let note = Note()
+            note.title = "milk"
+            try context.insert(folder)
+            try context.insert(note)
+            note.folder = folder
+            try context.save()
+            note.title = "oat milk"
+            note.priority = 2
+            try context.save()
+            try context.delete(note)
+            try context.save()
+            return (folder.objectID, note.objectID)
+        }
+        let history = try coordinator.execute(.fetchHistory(after: nil))
+        #expect(history.count == 3 && history.transactions.map(\.token.sequence) == [1, 2, 3])
+        let first = try #require(history.transactions.first)
+        #expect(first.author == "app" && first.contextName == "editor" && first.processID == getpid())
+        #expect(first.token.storeIdentifier == store.identifier)
+        #expect(Set(first.changes.map(\.changedObjectID)) == [ids.0, ids.1] && first.changes.allSatisfy { $0.changeType == .insert })
+        let update = history.transactions[1].changes
+        #expect(update.map(\.changeType) == [.update] && update.first?.changedObjectID == ids.1)
+        #expect(update.first?.updatedProperties == ["title", "priority"])
+        // Deleting the note nullifies the folder's side: the folder is updated in the same transaction.
+        let deletion = history.transactions[2].changes
+        #expect(deletion.first { $0.changeType == .delete }?.changedObjectID == ids.1)
+        #expect(deletion.first { $0.changeType == .delete }?.tombstone == [:])
+        #expect(deletion.first { $0.changeType == .update }?.changedObjectID == ids.0)
+        #expect(deletion.first { $0.changeType == .update }?.updatedProperties == ["notes"])
+        #expect(try coordinator.currentPersistentHistoryToken() == history.transactions.last?.token)
+        #expect(try coordinator.execute(.fetchHistory(after: first.token)).transactions.map(\.token.sequence) == [2, 3])
+        #expect(try await context.perform { try $0.execute(.fetchHistory(after: history.transactions[1].token)) }.count == 1)
+    }
+
+    @Test("a store that does not track history records nothing; a save that fails records nothing")
+    func nothingWithoutTrackingOrOnFailure() async throws {
+        let (untracked, _) = try await Self.coordinator(tracking: false)
+        try await Self.context(untracked, author: "app").perform { context in
+            try context.insert(Note())
+            try context.save()
+        }
+        #expect(try untracked.execute(.fetchHistory(after: nil)).transactions.isEmpty)
+        #expect(try untracked.currentPersistentHistoryToken() == nil)
+
+        let (coordinator, _) = try await Self.coordinator()
+        let (writer, other) = (Self.context(coordinator, author: "a"), Self.context(coordinator, author: "b"))
+        let id = try await writer.perform { context in
+            context.retainsRegisteredObjects = true   // the note stays as this context read it
+            let note = Note()
+            try context.insert(note)
+            try context.save()
+            return note.objectID
+        }
+        try await other.perform { context in
+            let note = try #require(context.existingObject(with: id) as? Note)
+            note.title = "theirs"
+            try context.save()
+        }
+        let failed = await #expect(throws: StrataError.self) {
+            try await writer.perform { context in
+                let note = try #require(context.existingObject(with: id) as? Note)
+                note.title = "mine"   // read before the other save: a conflict under .error
+                try context.save()
+            }
+        }
+        #expect(failed?.code == .mergeConflicts)
+        #expect(try coordinator.execute(.fetchHistory(after: nil)).transactions.map { $0.author ?? "-" } == ["a", "b"])
+    }
+
+    @Test("contexts saving at once (group commit) each record their own transaction, filtered by author and entity")
+    func concurrentSaversAndFilters() async throws {
+        let (coordinator, _) = try await Self.coordinator()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<4 {
+                group.addTask {
+                    try await Self.context(coordinator, author: "worker\(worker)").perform { context in
+                        for index in 0..<10 {
+                            let note = Note()
+                            note.title = "w\(worker)-\(index)"
+                            try context.insert(note)
+                            if index % 2 == 1 {
+                                let folder = Folder()
+                                try context.insert(folder)
+                            }
+                            try context.save()
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let all = try coordinator.execute(.fetchHistory(after: nil))
+        #expect(all.count == 40)
+        #expect(all.transactions.map(\.token.sequence) == Array(1...40))
+        for worker in 0..<4 {
+            #expect(all.transactions.filter { $0.author == "worker\(worker)" }.count == 10)
+        }
+        var byAuthor = PersistentHistoryChangeRequest.fetchHistory(after: nil)
+        byAuthor.authors = ["worker2"]
+        #expect(try coordinator.execute(byAuthor).transactions.allSatisfy { $0.author == "worker2" })
+        var folders = PersistentHistoryChangeRequest.fetchHistory(after: nil)
+        folders.entityNames = ["Folder"]
+        let withFolders = try coordinator.execute(folders)
+        #expect(withFolders.count == 20 && withFolders.transactions.allSatisfy { $0.changes.allSatisfy { $0.changedObjectID.entityName == "Folder" } })
+        var limited = PersistentHistoryChangeRequest.fetchHistory(after: nil)
+        limited.fetchLimit = 5
+        #expect(try coordinator.execute(limited).count == 5)
+    }
+
+    @Test("deleted objects leave tombstones of their attributes marked preservesValueInHistoryOnDeletion; history is trimmed by token and by date, and its sequence never restarts")
+    func tombstonesAndTrimming() async throws {
+        let model = try ManagedObjectModel(entities: [
+            EntityDescription(name: "Account", attributes: [
+                AttributeDescription(name: "email", type: .string, preservesValueInHistoryOnDeletion: true),
+                AttributeDescription(name: "balance", type: .integer64, defaultValue: .integer(0)),
+            ]),
+        ])
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        var options = CoordinatorStoreTests.options
+        options.tracksPersistentHistory = true
+        try await coordinator.addPersistentStore(type: .inMemory, options: options)
+        let context = Self.context(coordinator, author: nil)
+        try await context.perform { context in
+            let account = ManagedObject(entity: model.entitiesByName["Account"]!)
+            try context.insert(account)
+            try account.setValue("ada@example.com", forKey: "email")
+            try account.setValue(Int64(10), forKey: "balance")
+            try context.save()
+            try context.delete(account)
+            try context.save()
+        }
+        let history = try coordinator.execute(.fetchHistory(after: nil)).transactions
+        #expect(history.count == 2 && history[0].author == nil)
+        #expect(history[1].changes.first?.tombstone == ["email": .string("ada@example.com")])
+
+        let marker = Date()
+        #expect(try coordinator.execute(.fetchHistory(after: marker)).count == 0)
+        #expect(try coordinator.execute(.deleteHistory(before: history[1].token)).count == 1)
+        #expect(try coordinator.execute(.fetchHistory(after: nil)).transactions.map(\.token) == [history[1].token])
+        #expect(try coordinator.execute(.deleteHistory(before: Date().addingTimeInterval(1))).count == 1)
+        #expect(try coordinator.execute(.fetchHistory(after: nil)).count == 0)
+        try await context.perform { context in
+            try context.insert(ManagedObject(entity: model.entitiesByName["Account"]!))
+            try context.save()
+        }
+        #expect(try coordinator.currentPersistentHistoryToken()?.sequence == 3)
+    }
+}
