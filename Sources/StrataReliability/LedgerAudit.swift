@@ -32,12 +32,15 @@ public struct LedgerAuditor: Sendable {
     /// writer may be, its save in flight).
     public mutating func audit(store: URL, acknowledged: [Int]) async throws -> Finding {
         let coordinator = PersistentStoreCoordinator(managedObjectModel: LedgerModel.model)
-        _ = try await coordinator.addPersistentStore(type: .lmdb, at: store)
+        var options = PersistentStore.Options()
+        options.tracksPersistentHistory = true
+        _ = try await coordinator.addPersistentStore(type: .lmdb, at: store, options: options)
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let found = try await context.perform { try Self.read($0) }
         let integrity = try await coordinator.checkIntegrity()
 
         var problems: [String] = found.problems + integrity.problems.map { "integrity: \($0)" }
+        problems += try await Self.historyProblems(coordinator: coordinator, context: context)
         let strangers = found.state.batches.keys.filter { LedgerSave.writer(ofBatch: $0) >= committed.count }
         if !strangers.isEmpty { problems.append("batches of unknown writers: \(strangers.prefix(5))") }
         var counts: [Int] = []
@@ -66,6 +69,30 @@ public struct LedgerAuditor: Sendable {
             problems += Self.differences(expected: states[writer], found: part).map { "writer \(writer): \($0)" }
         }
         return Finding(committed: counts, problems: problems)
+    }
+
+    /// Persistent history against the data: every save writes one batch, and records one
+    /// history transaction in the same LMDB transaction, so each stored batch is inserted
+    /// by exactly one transaction and each transaction inserts one stored batch (history
+    /// never without its data, nor data without its history).
+    private static func historyProblems(coordinator: PersistentStoreCoordinator, context: ManagedObjectContext) async throws -> [String] {
+        let batches = Set(try await context.perform { context in try context.fetch(FetchRequest<LedgerBatch>()).map(\.objectID) })
+        let history = try coordinator.execute(.fetchHistory(after: nil)).transactions
+        var problems: [String] = []
+        var inserted: [ManagedObjectID: Int] = [:]
+        for transaction in history {
+            let ids = transaction.changes.filter { $0.changeType == .insert && $0.changedObjectID.entityName == "LedgerBatch" }.map(\.changedObjectID)
+            if ids.count != 1 { problems.append("history \(transaction.token.sequence) inserts \(ids.count) batches, not 1") }
+            for id in ids { inserted[id, default: 0] += 1 }
+        }
+        if history.count != batches.count {
+            problems.append("\(history.count) history transactions for \(batches.count) stored batches")
+        }
+        let missing = batches.filter { inserted[$0] == nil }
+        if !missing.isEmpty { problems.append("\(missing.count) stored batches have no history transaction") }
+        let phantoms = inserted.keys.filter { !batches.contains($0) }
+        if !phantoms.isEmpty { problems.append("\(phantoms.count) history transactions insert batches the store does not hold") }
+        return problems
     }
 
     /// Reads the whole ledger, checking uniqueness, inverses and index lookups on the way.

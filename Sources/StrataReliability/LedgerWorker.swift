@@ -72,9 +72,11 @@ public struct LedgerWorker: Sendable {
         return outcome
     }
 
-    /// How the worker opens its store: its durability and map sizes.
+    /// How the worker opens its store: its durability and map sizes; persistent history
+    /// tracked, so that the audit can check it went with the data.
     var storeOptions: PersistentStore.Options {
         var options = PersistentStore.Options()
+        options.tracksPersistentHistory = true
         options.durability = durability
         options.mapSize = mapSize
         options.maximumMapSize = maximumMapSize
