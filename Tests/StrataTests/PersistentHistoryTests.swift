@@ -3,6 +3,12 @@ import Foundation
 import StrataTesting
 import Testing
 
+/// A typed entity whose `email` is kept in history when a subscriber is deleted.
+final class Subscriber: ManagedObject {
+    @Attribute(preservesValueInHistoryOnDeletion: true) var email: String = ""
+    @Attribute var visits: Int64 = 0
+}
+
 /// Persistent history recorded by saves: one transaction per save that reaches a store
 /// that tracks it, in the same LMDB transaction as the data, with author, context name,
 /// process and changes; fetched after a token or a date, filtered, trimmed.
@@ -174,5 +180,27 @@ struct PersistentHistoryTests {
             try context.save()
         }
         #expect(try coordinator.currentPersistentHistoryToken()?.sequence == 3)
+    }
+
+    @Test("typed classes mark attributes for tombstones with @Attribute(preservesValueInHistoryOnDeletion:)")
+    func typedTombstones() async throws {
+        let model = try ManagedObjectModel(types: [Subscriber.self])
+        let entity = try #require(model.entitiesByName["Subscriber"])
+        #expect(entity.attributes.map { "\($0.name) \($0.preservesValueInHistoryOnDeletion)" } == ["email true", "visits false"])
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        var options = CoordinatorStoreTests.options
+        options.tracksPersistentHistory = true
+        try await coordinator.addPersistentStore(type: .inMemory, options: options)
+        try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+            let subscriber = Subscriber()
+            subscriber.email = "grace@example.com"
+            subscriber.visits = 3
+            try context.insert(subscriber)
+            try context.save()
+            try context.delete(subscriber)
+            try context.save()
+        }
+        let deleted = try coordinator.execute(.fetchHistory(after: nil)).transactions.last?.changes.first
+        #expect(deleted?.changeType == .delete && deleted?.tombstone == ["email": .string("grace@example.com")])
     }
 }

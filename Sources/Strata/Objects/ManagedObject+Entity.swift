@@ -191,14 +191,14 @@ enum EntityDerivation {
     @usableFromInline
     static func recordAttribute<Value: AttributeStorable>(
         _: Value.Type, default defaultValue: Value, indexed: Bool, transient: Bool, validation: AttributeValidation?,
-        renamingIdentifier: String?, site: DeclarationSite
+        renamingIdentifier: String?, preservesValueInHistoryOnDeletion: Bool = false, site: DeclarationSite
     ) {
         let stored = defaultValue.attributeValue
         record(Declaration(site: site, wrapperType: ObjectIdentifier(Attribute<Value>.self), make: { name in
             .attribute(AttributeDescription(
                 name: name, type: Value.attributeType, isOptional: Value.isOptionalAttribute, defaultValue: stored,
                 isIndexed: indexed, isTransient: transient, validation: validation ?? AttributeValidation(),
-                renamingIdentifier: renamingIdentifier))
+                renamingIdentifier: renamingIdentifier, preservesValueInHistoryOnDeletion: preservesValueInHistoryOnDeletion))
         }, destination: nil))
     }
 

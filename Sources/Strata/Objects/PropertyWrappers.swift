@@ -33,6 +33,8 @@ public struct Attribute<Value: AttributeStorable> {
     ///   - validation: the rules values must satisfy when the object is saved.
     ///   - renamingIdentifier: the attribute's name in an earlier model version, so that a
     ///     migration carries its stored values over (``AttributeDescription/renamingIdentifier``).
+    ///   - preservesValueInHistoryOnDeletion: whether persistent history keeps the value
+    ///     of a deleted object (``AttributeDescription/preservesValueInHistoryOnDeletion``).
     ///   - fileID: where the property is declared (do not pass it: it tells the
     ///     declarations of a class apart when its entity is derived).
     ///   - line: see `fileID`.
@@ -40,29 +42,31 @@ public struct Attribute<Value: AttributeStorable> {
     @inlinable
     public init(
         wrappedValue: Value, indexed: Bool = false, transient: Bool = false, validation: AttributeValidation? = nil,
-        renamingIdentifier: String? = nil,
+        renamingIdentifier: String? = nil, preservesValueInHistoryOnDeletion: Bool = false,
         fileID: StaticString = #fileID, line: UInt = #line, column: UInt = #column
     ) {
         storage = wrappedValue
         if _slowPath(EntityDerivation.isActive) {
             EntityDerivation.recordAttribute(
                 Value.self, default: wrappedValue, indexed: indexed, transient: transient, validation: validation,
-                renamingIdentifier: renamingIdentifier, site: DeclarationSite(fileID: fileID, line: line, column: column))
+                renamingIdentifier: renamingIdentifier, preservesValueInHistoryOnDeletion: preservesValueInHistoryOnDeletion,
+                site: DeclarationSite(fileID: fileID, line: line, column: column))
         }
     }
 
     /// Declares an optional attribute whose default value is nil.
     ///
-    /// - Parameters: as ``init(wrappedValue:indexed:transient:validation:renamingIdentifier:fileID:line:column:)``.
+    /// - Parameters: as ``init(wrappedValue:indexed:transient:validation:renamingIdentifier:preservesValueInHistoryOnDeletion:fileID:line:column:)``.
     @inlinable
     public init(
         indexed: Bool = false, transient: Bool = false, validation: AttributeValidation? = nil,
-        renamingIdentifier: String? = nil,
+        renamingIdentifier: String? = nil, preservesValueInHistoryOnDeletion: Bool = false,
         fileID: StaticString = #fileID, line: UInt = #line, column: UInt = #column
     ) where Value: ExpressibleByNilLiteral {
         self.init(
             wrappedValue: nil, indexed: indexed, transient: transient, validation: validation,
-            renamingIdentifier: renamingIdentifier, fileID: fileID, line: line, column: column)
+            renamingIdentifier: renamingIdentifier, preservesValueInHistoryOnDeletion: preservesValueInHistoryOnDeletion,
+            fileID: fileID, line: line, column: column)
     }
 
     /// Reads and writes go through the enclosing object (see `_enclosingInstance`).
