@@ -10,5 +10,5 @@ struct StrataCommand: AsyncParsableCommand {
         commandName: "strata",
         abstract: "Inspect, copy, migrate and try out Strata stores (LMDB environments).",
         discussion: "A store is a directory holding LMDB's data.mdb and lock.mdb.",
-        subcommands: [StatCommand.self, CopyCommand.self, MigrateCommand.self, DemoCommand.self])
+        subcommands: [StatCommand.self, CopyCommand.self, MigrateCommand.self, HistoryCommand.self, DemoCommand.self])
 }

@@ -12,7 +12,7 @@ struct CommandLineTests {
         let error = #expect(throws: (any Error).self) { try runCommand([]) }
         let help = error.map { StrataCommand.fullMessage(for: $0) } ?? ""
         #expect(help.contains("USAGE: strata <subcommand>"))
-        for name in ["stat", "copy", "migrate", "demo"] { #expect(help.contains(name)) }
+        for name in ["stat", "copy", "migrate", "history", "demo"] { #expect(help.contains(name)) }
         #expect(error.map { StrataCommand.exitCode(for: $0) } == .success)
     }
 
