@@ -78,6 +78,7 @@ public struct BenchConfig: Sendable {
         (3, "indexed query"),
         (4, "write contention"),
         (4, "write contention, hot spot"),
+        (4, "write contention, history"),
         (5, "readers under a writer"),
         (6, "parent-child"),
         (7, "upsert"),

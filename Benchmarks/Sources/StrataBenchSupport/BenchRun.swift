@@ -31,6 +31,7 @@ public final class BenchRun {
         if config.runs(3) { try runIndexedQueries() }
         if config.runs(4, "write contention") { try runContention() }
         if config.runs(4, "write contention, hot spot") { try runHotSpot() }
+        if config.runs(4, "write contention, history") { try runHistoryCost() }
         if config.runs(5) { try runReaders() }
         if config.runs(6) { try runParentChild() }
         if config.runs(7) { try runUpserts() }

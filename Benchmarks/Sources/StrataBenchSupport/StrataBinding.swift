@@ -45,10 +45,12 @@ public final class StrataStore: Sendable {
     /// grows it) and Strata's other defaults, for `model` (the benchmark entity ``Item``,
     /// or the hot spot's ``HotObject``).
     public static func open(
-        at path: String, durability: PersistentStore.Options.Durability, model: ManagedObjectModel = StrataStore.model
+        at path: String, durability: PersistentStore.Options.Durability, model: ManagedObjectModel = StrataStore.model,
+        tracksHistory: Bool = false
     ) async throws -> StrataStore {
         let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
         var options = PersistentStore.Options()
+        options.tracksPersistentHistory = tracksHistory
         options.mapSize = StoreSettings.mapSize
         options.maxReaders = StoreSettings.maxReaders
         options.durability = durability
