@@ -80,9 +80,10 @@ func fail(_ message: String) -> Never {
 
 // MARK: Strata
 
-func openStrata(_ directory: String, types: [ManagedObject.Type] = [Item.self]) throws -> PersistentStoreCoordinator {
+func openStrata(_ directory: String, types: [ManagedObject.Type] = [Item.self], history: Bool = false) throws -> PersistentStoreCoordinator {
     let coordinator = PersistentStoreCoordinator(managedObjectModel: try ManagedObjectModel(types: types))
     var options = PersistentStore.Options()
+    options.tracksPersistentHistory = history
     options.mapSize = 1 << 30
     options.durability = .noSync
     try coordinator.addPersistentStoreSynchronously(type: .lmdb, at: URL(fileURLWithPath: directory, isDirectory: true), options: options)
@@ -183,8 +184,8 @@ func negateScores(in context: isolated ManagedObjectContext) throws -> Int {
     return items.count
 }
 
-func strataUpdate(_ directory: String, child: Bool, saving: Bool) throws {
-    let root = ManagedObjectContext(.privateQueue, coordinator: try openStrata(directory))
+func strataUpdate(_ directory: String, child: Bool, saving: Bool, history: Bool = false) throws {
+    let root = ManagedObjectContext(.privateQueue, coordinator: try openStrata(directory, history: history))
     let context = child ? ManagedObjectContext(.privateQueue, parent: root) : root
     let count = try context.performAndWait { context in
         context.notificationCenter = nil
@@ -383,6 +384,10 @@ do {
         try strataQuery(arguments.last!)
     case ("update", 2):
         try strataUpdate(arguments.last!, child: false, saving: true)
+    case ("update-history", 2):
+        try strataUpdate(arguments.last!, child: false, saving: true, history: true)
+    case ("fetch-update-history", 2):
+        try strataUpdate(arguments.last!, child: false, saving: false, history: true)
     case ("fetch-update", 2):
         try strataUpdate(arguments.last!, child: false, saving: false)
     case ("child-fetch", 2):

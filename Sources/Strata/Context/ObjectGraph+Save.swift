@@ -123,7 +123,7 @@ extension ObjectGraph {
             if let history, store.options.tracksPersistentHistory {
                 let index = plan.index(of: store)
                 if plan.saves[index].history == nil { plan.saves[index].history = history }
-                plan.saves[index].history!.updatedProperties[plan.saves[index].rows.count - 1] = object.changedPropertyNames()
+                plan.saves[index].history!.setUpdatedProperties(object.changedPropertyNames(), ofRow: plan.saves[index].rows.count - 1)
             }
             if policy.merges {
                 // What the object changed, with the values it read: what the write merges

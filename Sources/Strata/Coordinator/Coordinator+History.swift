@@ -8,8 +8,15 @@ struct SaveHistory: Sendable {
     var author: String?
     /// The context's name.
     var contextName: String?
-    /// The names of each updated row's changed properties, by row index in the save.
-    var updatedProperties: [Int: [String]] = [:]
+    /// The names of each updated row's changed properties, by row index in the save (nil
+    /// for a new row; rows past the end are new too).
+    var updatedProperties: [[String]?] = []
+
+    /// Records `names` as the changed properties of row `index`.
+    mutating func setUpdatedProperties(_ names: [String], ofRow index: Int) {
+        while updatedProperties.count < index { updatedProperties.append(nil) }
+        if updatedProperties.count == index { updatedProperties.append(names) } else { updatedProperties[index] = names }
+    }
 }
 
 extension PersistentStoreCoordinator {
@@ -40,13 +47,17 @@ extension PersistentStoreCoordinator {
         tombstones: [ManagedObjectID: [String: AttributeValue]], with writer: borrowing StoreWriter
     ) throws {
         var changes: [HistoryRecord.Change] = []
+        changes.reserveCapacity(save.rows.count + save.deleted.count)
+        // New objects merged into one row (a uniqueness constraint) are one change.
+        let mayRepeat = !(merge?.adopted.isEmpty ?? true)
         var seen = Set<RowKey>()
         for (index, row) in save.rows.rows.enumerated() where index < keys.count {
             let key = keys[index]
-            guard key != 0, seen.insert(RowKey(entity: row.entity, key: key)).inserted else { continue }
+            guard key != 0 else { continue }
+            if mayRepeat && !seen.insert(RowKey(entity: row.entity, key: key)).inserted { continue }
             if let id = row.objectID, merge?.vanished.contains(id) == true { continue }   // deleted elsewhere: not written
             var kind: HistoryRecord.Kind = row.isInsert ? .insert : .update
-            var updated = history.updatedProperties[index] ?? []
+            var updated = index < history.updatedProperties.count ? history.updatedProperties[index] ?? [] : []
             if row.isInsert, let id = row.objectID, let adopted = merge?.adopted[id], merge?.joinedInserts.contains(adopted) == false {
                 // An upsert: the new object became a stored one, whose values it set.
                 kind = .update

@@ -75,17 +75,19 @@ extension ManagedObject {
         return changes
     }
 
-    /// The names of the persistent properties ``changedValues()`` lists, without making
-    /// their values: what a save records in persistent history.
+    /// The names of the persistent properties a saved object changed since it was last
+    /// fetched or saved (those ``changedValues()`` lists), without making their values:
+    /// what a save records in persistent history. Walks only the properties whose
+    /// committed values the object keeps (the changed ones), in slot order.
     func changedPropertyNames() -> [String] {
         if holdsUnreadChanges { fulfilIfNeeded() }
-        guard faultState == .fulfilled, !(isSaved && committedCopy == nil) else { return [] }
+        guard faultState == .fulfilled, let committed = side?.committed else { return [] }
         var names: [String] = []
-        for (slot, attribute) in _entity.attributes.enumerated() where !attribute.isTransient {
-            if attributeValue(at: slot) != committedAttribute(at: slot) { names.append(attribute.name) }
+        committed.forEachAttributeInSlotOrder { slot, value in
+            if attributeValue(at: slot) != value { names.append(_entity.attributes[slot].name) }
         }
-        for (slot, relationship) in _entity.relationships.enumerated() where relationshipChanged(slot) {
-            names.append(relationship.name)
+        for (slot, _) in committed.relationships where relationshipChanged(slot) {
+            names.append(_entity.relationships[slot].name)
         }
         return names
     }
