@@ -45,7 +45,9 @@ struct PersistentContainerTests {
 
         let container = PersistentContainer(name: "Notes", managedObjectModel: NotesModel.model)
         let expected = PersistentContainer.defaultDirectoryURL().appendingPathComponent("Notes.strata", isDirectory: true)
-        #expect(container.persistentStoreDescriptions == [PersistentStoreDescription(url: expected)])
+        var description = PersistentStoreDescription(url: expected)
+        description.tracksPersistentHistory = true   // a container's default store tracks history
+        #expect(container.persistentStoreDescriptions == [description])
         #expect(container.persistentStoreDescriptions[0].type == .lmdb)
         #expect(container.name == "Notes")
         #expect(container.persistentStoreCoordinator.managedObjectModel === container.managedObjectModel)
