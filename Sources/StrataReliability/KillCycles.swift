@@ -116,17 +116,9 @@ public struct KillCycles: Sendable {
                 report.problems.append("cycle \(cycle): \(error)")
                 break
             }
-            let termination: ChildProcess.Termination
-            switch mode {
-            case .kill:
-                try? await Task.sleep(nanoseconds: (random.next() % UInt64(maximumDelay + 1)) * 1_000_000)
-                child.kill()
-                termination = child.wait()
-            case .crashPoints:
-                let (ended, killed) = await child.ended(atMost: 60)
-                termination = ended
-                if killed { report.problems.append("cycle \(cycle): the crash point \(environment["STRATA_CRASH_POINT"] ?? "") was not reached in 60 s") }
-            }
+            let termination = await mode.end(
+                child, maximumDelay: maximumDelay, random: &random, armed: environment["STRATA_CRASH_POINT"] ?? "", cycle: cycle,
+                problems: &report.problems)
             let lines = child.output.split(separator: "\n")
             if !lines.contains(where: { $0.hasPrefix("start ") }) { report.killedBeforeStart += 1 }
             for line in lines where line.hasPrefix("error ") {
@@ -163,5 +155,26 @@ public struct KillCycles: Sendable {
         }
         if report.problems.isEmpty { try? FileManager.default.removeItem(at: directory) }
         return report
+    }
+}
+
+extension KillCycles.Mode {
+    /// Waits for `child` to die as this mode makes it: SIGKILL after a random delay of up
+    /// to `maximumDelay` ms, or its own crash point `armed` (a problem of `cycle` when it
+    /// is not reached within 60 s). Returns how it ended.
+    func end(
+        _ child: ChildProcess, maximumDelay: Int, random: inout SeededRandomNumberGenerator, armed: String, cycle: Int,
+        problems: inout [String]
+    ) async -> ChildProcess.Termination {
+        switch self {
+        case .kill:
+            try? await Task.sleep(nanoseconds: (random.next() % UInt64(maximumDelay + 1)) * 1_000_000)
+            child.kill()
+            return child.wait()
+        case .crashPoints:
+            let (ended, killed) = await child.ended(atMost: 60)
+            if killed { problems.append("cycle \(cycle): the crash point \(armed) was not reached in 60 s") }
+            return ended
+        }
     }
 }

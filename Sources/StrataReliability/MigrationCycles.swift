@@ -331,17 +331,9 @@ public struct MigrationCycles: Sendable {
                 report.problems.append("cycle \(cycle): \(error)")
                 break
             }
-            let termination: ChildProcess.Termination
-            switch mode {
-            case .kill:
-                try? await Task.sleep(nanoseconds: (random.next() % UInt64(maximumDelay + 1)) * 1_000_000)
-                child.kill()
-                termination = child.wait()
-            case .crashPoints:
-                let (ended, killed) = await child.ended(atMost: 60)
-                termination = ended
-                if killed { report.problems.append("cycle \(cycle): the crash point \(environment["STRATA_CRASH_POINT"] ?? "") was not reached in 60 s") }
-            }
+            let termination = await mode.end(
+                child, maximumDelay: maximumDelay, random: &random, armed: environment["STRATA_CRASH_POINT"] ?? "", cycle: cycle,
+                problems: &report.problems)
             let finished = child.output.contains("migrated")
             if finished { report.finishedBeforeKill += 1 }
             if termination != .signalled(SIGKILL) && !(mode == .kill && finished && termination == .exited(0)) {
