@@ -204,3 +204,40 @@ struct PersistentHistoryTests {
         #expect(deleted?.changeType == .delete && deleted?.tombstone == ["email": .string("grace@example.com")])
     }
 }
+
+extension PersistentHistoryTests {
+    @Test("a retention policy keeps history bounded as saves record it: by count, by age; unlimited keeps everything; the default is 7 days and 1,000,000 transactions")
+    func retention() async throws {
+        #expect(PersistentStore.Options().historyRetention == .default)
+        #expect(PersistentHistoryRetention.default.maximumTransactions == 1_000_000 && PersistentHistoryRetention.default.maximumAge == .seconds(604_800))
+        func coordinator(_ retention: PersistentHistoryRetention) async throws -> PersistentStoreCoordinator {
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: NotesModel.model)
+            var options = CoordinatorStoreTests.options
+            options.tracksPersistentHistory = true
+            options.historyRetention = retention
+            try await coordinator.addPersistentStore(type: .inMemory, options: options)
+            return coordinator
+        }
+        func save(_ count: Int, in coordinator: PersistentStoreCoordinator) async throws {
+            try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+                for _ in 0..<count {
+                    try context.insert(Note())
+                    try context.save()
+                }
+            }
+        }
+        let counted = try await coordinator(PersistentHistoryRetention(maximumTransactions: 5, maximumAge: nil))
+        try await save(12, in: counted)
+        #expect(try counted.execute(.fetchHistory(after: nil)).transactions.map(\.token.sequence) == [8, 9, 10, 11, 12])
+
+        let aged = try await coordinator(PersistentHistoryRetention(maximumTransactions: nil, maximumAge: .milliseconds(300)))
+        try await save(2, in: aged)
+        try await Task.sleep(for: .milliseconds(400))
+        try await save(1, in: aged)
+        #expect(try aged.execute(.fetchHistory(after: nil)).transactions.map(\.token.sequence) == [3])
+
+        let kept = try await coordinator(.unlimited)
+        try await save(12, in: kept)
+        #expect(try kept.execute(.fetchHistory(after: nil)).count == 12)
+    }
+}

@@ -75,7 +75,9 @@ extension PersistentStoreCoordinator {
         let record = HistoryRecord(
             timestamp: Date(), author: history.author, contextName: history.contextName, processID: getpid(), changes: changes)
         let file = save.store.file
-        _ = try HistoryLog.append(record, in: writer.reader.transaction.pointee, history: file.historyDatabase, metadata: file.metadataDatabase)
+        _ = try HistoryLog.append(
+            record, in: writer.reader.transaction.pointee, history: file.historyDatabase, metadata: file.metadataDatabase,
+            retention: save.store.options.historyRetention)
     }
 }
 

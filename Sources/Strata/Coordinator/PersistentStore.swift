@@ -75,6 +75,10 @@ public final class PersistentStore: Sendable, Hashable, CustomStringConvertible 
         /// `NSPersistentHistoryTrackingKey`); false by default here, true in a
         /// ``PersistentContainer``'s default description. Off, it costs nothing.
         public var tracksPersistentHistory = false
+        /// How much history a tracking store keeps: older transactions are deleted as
+        /// saves record new ones. ``PersistentHistoryRetention/default``: 7 days, at most
+        /// 1,000,000 transactions.
+        public var historyRetention = PersistentHistoryRetention.default
 
         /// The defaults: 64 MiB growing to 1 TiB, 126 readers, durable commits, writable,
         /// migrating stores of earlier model versions with inferred lightweight stages.

@@ -65,3 +65,30 @@ public struct PersistentHistoryChange: Sendable, Hashable {
     /// ``AttributeDescription/preservesValueInHistoryOnDeletion``, by name; nil otherwise.
     public let tombstone: [String: AttributeValue]?
 }
+
+/// How much persistent history a store keeps (``PersistentStore/Options/historyRetention``):
+/// older transactions are deleted as new ones are recorded, in the same write transaction,
+/// so a store that nobody trims by hand stays bounded.
+///
+/// The default keeps the last 7 days and at most 1,000,000 transactions, whichever is
+/// less: enough for processes that catch up within a week. Core Data keeps history until
+/// it is deleted (`NSPersistentHistoryChangeRequest.deleteHistory(before:)`); ``unlimited``
+/// does the same here.
+public struct PersistentHistoryRetention: Sendable, Hashable {
+    /// The most transactions kept; nil for no limit.
+    public var maximumTransactions: Int?
+    /// The oldest a kept transaction may be; nil for no limit.
+    public var maximumAge: Duration?
+
+    /// A policy keeping at most `maximumTransactions` transactions, none older than `maximumAge`.
+    public init(maximumTransactions: Int?, maximumAge: Duration?) {
+        self.maximumTransactions = maximumTransactions.map { max(1, $0) }
+        self.maximumAge = maximumAge
+    }
+
+    /// The last 7 days, at most 1,000,000 transactions.
+    public static let `default` = PersistentHistoryRetention(maximumTransactions: 1_000_000, maximumAge: .seconds(7 * 24 * 3600))
+    /// Everything, until deleted with ``PersistentHistoryChangeRequest/deleteHistory(before:)-(PersistentHistoryToken)``.
+    public static let unlimited = PersistentHistoryRetention(maximumTransactions: nil, maximumAge: nil)
+}
+

@@ -193,8 +193,12 @@ enum HistoryLog {
     static let sequenceKey = "historySequence"
 
     /// Appends `record` in `txn` and returns its sequence number.
+    ///
+    /// Then deletes what `retention` no longer keeps: the oldest records past its count,
+    /// and those older than its age (one look at the oldest record when nothing is due).
     static func append(
-        _ record: HistoryRecord, in txn: borrowing WriteTransaction, history: Database, metadata: Database
+        _ record: HistoryRecord, in txn: borrowing WriteTransaction, history: Database, metadata: Database,
+        retention: PersistentHistoryRetention = .unlimited
     ) throws -> UInt64 {
         let key = Array(sequenceKey.utf8)
         let last = try txn.value(forKey: key, in: metadata).map { bytes throws in
@@ -204,6 +208,7 @@ enum HistoryLog {
         let sequence = last + 1
         try txn.put(StoreMetadata.bigEndian(sequence), forKey: key, in: metadata)
         try txn.put(record.encoded(), forKey: StoreMetadata.bigEndian(sequence), in: history, flags: .append)
+        try trim(to: retention, newest: sequence, now: record.timestamp, in: txn, history: history)
         return sequence
     }
 
@@ -231,6 +236,26 @@ enum HistoryLog {
             }
         }
         return found
+    }
+
+    /// Deletes the records `retention` no longer keeps, `newest` being the last sequence and
+    /// `now` the time.
+    static func trim(
+        to retention: PersistentHistoryRetention, newest: UInt64, now: Date, in txn: borrowing WriteTransaction, history: Database
+    ) throws {
+        guard retention.maximumTransactions != nil || retention.maximumAge != nil else { return }
+        let oldest = try txn.withCursor(on: history) { cursor -> (sequence: UInt64, seconds: Double)? in
+            guard let (key, value) = try cursor.first(), let sequence = PrimaryKey(encoded: key)?.rawValue, value.count >= 9 else { return nil }
+            return (sequence, Double(bitPattern: UInt64(littleEndian: value.loadUnaligned(fromByteOffset: 1, as: UInt64.self))))
+        }
+        guard let oldest else { return }
+        if let count = retention.maximumTransactions, newest - oldest.sequence >= UInt64(count) {
+            _ = try delete(before: newest - UInt64(count) + 1, in: txn, history: history)
+        }
+        if let age = retention.maximumAge {
+            let limit = now.addingTimeInterval(-(Double(age.components.seconds) + Double(age.components.attoseconds) / 1e18))
+            if oldest.seconds < limit.timeIntervalSinceReferenceDate { _ = try delete(before: limit, in: txn, history: history) }
+        }
     }
 
     /// Deletes the records before sequence `before` and returns how many went.
