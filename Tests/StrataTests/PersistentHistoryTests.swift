@@ -241,3 +241,49 @@ extension PersistentHistoryTests {
         #expect(try kept.execute(.fetchHistory(after: nil)).count == 12)
     }
 }
+
+extension PersistentHistoryTests {
+    @Test("a context catches up from history: updated objects it holds are refreshed, deleted ones leave; objectIDChanges feeds mergeChanges(fromRemoteContextSave:into:)")
+    func mergingHistory() async throws {
+        let (coordinator, _) = try await Self.coordinator()
+        let reader = Self.context(coordinator, author: "reader", name: "reader")
+        let writer = Self.context(coordinator, author: "writer", name: "writer")
+        let ids = try await writer.perform { context in
+            let kept = Note(), gone = Note()
+            kept.title = "kept"
+            gone.title = "gone"
+            try context.insert(kept)
+            try context.insert(gone)
+            try context.save()
+            return (kept.objectID, gone.objectID)
+        }
+        let start = try #require(try coordinator.currentPersistentHistoryToken())
+        try await reader.perform { context in
+            context.retainsRegisteredObjects = true
+            #expect(try (context.existingObject(with: ids.0) as? Note)?.title == "kept")
+            _ = try context.existingObject(with: ids.1)
+        }
+        try await writer.perform { context in
+            (try context.existingObject(with: ids.0) as? Note)?.title = "changed"
+            try context.delete(try context.existingObject(with: ids.1))
+            try context.save()
+        }
+        let transactions = try coordinator.execute(.fetchHistory(after: start)).transactions
+        #expect(transactions.count == 1)
+        #expect(transactions[0].objectIDChanges[ManagedObjectContext.NotificationKey.deletedObjectIDs.rawValue] == [ids.1])
+        try await reader.perform { context in
+            #expect((context.registeredObject(for: ids.0) as? Note)?.title == "kept", "not merged yet")
+            try context.mergeChanges(fromHistory: transactions)
+            #expect((context.registeredObject(for: ids.0) as? Note)?.title == "changed")
+            #expect(context.registeredObject(for: ids.1) == nil)
+        }
+        let other = Self.context(coordinator, author: nil, name: "other")
+        try await other.perform { context in
+            context.retainsRegisteredObjects = true
+            _ = try context.existingObject(with: ids.0)
+        }
+        try await ManagedObjectContext.mergeChanges(fromRemoteContextSave: transactions[0].objectIDChanges, into: [other])
+        let title = await other.perform { context in (context.registeredObject(for: ids.0) as? Note)?.title }
+        #expect(title == "changed")
+    }
+}

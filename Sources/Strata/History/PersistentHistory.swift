@@ -92,3 +92,50 @@ public struct PersistentHistoryRetention: Sendable, Hashable {
     public static let unlimited = PersistentHistoryRetention(maximumTransactions: nil, maximumAge: nil)
 }
 
+
+extension PersistentHistoryTransaction {
+    /// The transaction's objects by what happened to them, under
+    /// ``ManagedObjectContext/NotificationKey/insertedObjectIDs``,
+    /// ``ManagedObjectContext/NotificationKey/updatedObjectIDs`` and
+    /// ``ManagedObjectContext/NotificationKey/deletedObjectIDs``: what
+    /// ``ManagedObjectContext/mergeChanges(fromRemoteContextSave:into:)`` takes (Core Data's
+    /// `objectIDNotification()`).
+    public var objectIDChanges: [String: [ManagedObjectID]] {
+        var changes: [String: [ManagedObjectID]] = [:]
+        for change in self.changes {
+            let key: ManagedObjectContext.NotificationKey = switch change.changeType {
+            case .insert: .insertedObjectIDs
+            case .update: .updatedObjectIDs
+            case .delete: .deletedObjectIDs
+            }
+            changes[key.rawValue, default: []].append(change.changedObjectID)
+        }
+        return changes
+    }
+}
+
+extension ManagedObjectContext {
+    /// Brings the changes of `transactions` (fetched from persistent history, made by
+    /// other contexts or other processes) into the context, oldest first, as
+    /// ``mergeChanges(fromContextDidSave:)-(ContextNotification)`` does for a save it was
+    /// told about: updated objects it holds are refreshed, deleted ones leave, and it
+    /// posts ``didMergeChangesObjectIDsNotification``. An object deleted by a later
+    /// transaction counts as deleted only.
+    ///
+    /// - Throws: a storage error while refreshing.
+    public func mergeChanges(fromHistory transactions: [PersistentHistoryTransaction]) throws {
+        var inserted = Set<ManagedObjectID>(), updated = Set<ManagedObjectID>(), deleted = Set<ManagedObjectID>()
+        for transaction in transactions.sorted(by: { $0.token < $1.token }) {
+            for change in transaction.changes {
+                switch change.changeType {
+                case .insert: inserted.insert(change.changedObjectID)
+                case .update: updated.insert(change.changedObjectID)
+                case .delete: deleted.insert(change.changedObjectID)
+                }
+            }
+        }
+        inserted.subtract(deleted)
+        updated.subtract(deleted)
+        try mergeChanges(inserted: inserted, updated: updated, deleted: deleted, generation: nil)
+    }
+}
