@@ -171,6 +171,9 @@ struct PersistentHistoryTests {
 
         let marker = Date()
         #expect(try coordinator.execute(.fetchHistory(after: marker)).count == 0)
+        if history[0].timestamp < history[1].timestamp {   // records before the date are stepped over
+            #expect(try coordinator.execute(.fetchHistory(after: history[1].timestamp)).transactions.map(\.token) == [history[1].token])
+        }
         #expect(try coordinator.execute(.deleteHistory(before: history[1].token)).count == 1)
         #expect(try coordinator.execute(.fetchHistory(after: nil)).transactions.map(\.token) == [history[1].token])
         #expect(try coordinator.execute(.deleteHistory(before: Date().addingTimeInterval(1))).count == 1)

@@ -32,6 +32,9 @@ public struct PersistentHistoryChangeRequest: Sendable, Hashable {
     /// At most this many transactions; nil for all of them. Fetches only.
     public var fetchLimit: Int?
 
+    /// Whether no author or entity filter applies (a limit can then stop the read early).
+    var filtersNothing: Bool { authors == nil && entityNames == nil }
+
     /// The transactions after `token` (every one for nil), oldest first, in every store
     /// that tracks history: after the token in its own store, all of them in the others.
     public static func fetchHistory(after token: PersistentHistoryToken?) -> Self { Self(action: .fetchAfterToken(token)) }
@@ -76,14 +79,15 @@ extension PersistentStoreCoordinator {
                 case .fetchAfterToken(let token):
                     let after = token.flatMap { $0.storeIdentifier == store.identifier ? $0.sequence : nil }
                     let records = try file.withReadTransaction(in: nil) { txn in
-                        try HistoryLog.records(after: after, in: txn, history: file.historyDatabase)
+                        try HistoryLog.records(after: after, limit: request.filtersNothing ? request.fetchLimit : nil, in: txn, history: file.historyDatabase)
                     }
                     transactions += Self.transactions(records, of: store, matching: request)
                 case .fetchAfterDate(let date):
                     let records = try file.withReadTransaction(in: nil) { txn in
-                        try HistoryLog.records(after: nil, in: txn, history: file.historyDatabase)
+                        try HistoryLog.records(
+                            after: nil, since: date, limit: request.filtersNothing ? request.fetchLimit : nil, in: txn, history: file.historyDatabase)
                     }
-                    transactions += Self.transactions(records.filter { $0.record.timestamp >= date }, of: store, matching: request)
+                    transactions += Self.transactions(records, of: store, matching: request)
                 case .deleteBeforeToken(let token):
                     guard token.storeIdentifier == store.identifier else { continue }
                     deleted += try file.writeHistory { txn in try HistoryLog.delete(before: token.sequence, in: txn, history: file.historyDatabase) }

@@ -242,7 +242,7 @@ enum StagedMigration {
         let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
         let added: PersistentStore
         do {
-            added = try coordinator.addPersistentStoreSynchronously(at: url, options: options)
+            added = try await coordinator.addPersistentStore(at: url, options: options)
         } catch {
             throw .migrationFailed(store: store, reason: "\(stage): the store cannot be opened for the stage: \(error)")
         }

@@ -212,12 +212,14 @@ enum HistoryLog {
         return sequence
     }
 
-    /// The records after sequence `after` (all of them for nil), in order, at most `limit`.
+    /// The records after sequence `after` (all of them for nil) committed at or after
+    /// `since` (any time for nil), in order, at most `limit`. Records before `since` are
+    /// stepped over by their timestamp alone, without being decoded.
     ///
     /// - Throws: ``StrataError/corruptRecord(entity:primaryKey:reason:)`` (entity
     ///   `strata.history`) for an entry that does not decode; LMDB errors.
     static func records<T: ReadableTransaction & ~Copyable>(
-        after: UInt64?, limit: Int? = nil, in txn: borrowing T, history: Database
+        after: UInt64?, since: Date? = nil, limit: Int? = nil, in txn: borrowing T, history: Database
     ) throws -> [(sequence: UInt64, record: HistoryRecord)] {
         var found: [(sequence: UInt64, record: HistoryRecord)] = []
         try txn.withCursor(on: history) { cursor in
@@ -226,6 +228,11 @@ enum HistoryLog {
             while let (key, value) = entry, found.count < (limit ?? .max) {
                 guard let sequence = PrimaryKey(encoded: key)?.rawValue else {
                     throw StrataError.corruptRecord(entity: StoreLayout.historyDatabase, primaryKey: 0, reason: "a key of \(key.count) bytes")
+                }
+                if let since, value.count >= 9,
+                   Double(bitPattern: UInt64(littleEndian: value.loadUnaligned(fromByteOffset: 1, as: UInt64.self))) < since.timeIntervalSinceReferenceDate {
+                    entry = try cursor.next()
+                    continue
                 }
                 do throws(RecordDecodingError) {
                     found.append((sequence, try HistoryRecord(decoding: value)))
