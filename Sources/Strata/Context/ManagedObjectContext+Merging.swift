@@ -77,13 +77,13 @@ extension ManagedObjectContext {
     /// merged save made, when known), merges the three sets, then notifies.
     func mergeChanges(
         inserted: Set<ManagedObjectID>, updated: Set<ManagedObjectID>, deleted: Set<ManagedObjectID>,
-        generation: QueryGenerationToken?
+        generation: QueryGenerationToken?, registeringInserted: Bool = true
     ) throws {
         graph.advanceGeneration(toward: generation)
         var merged: ChangedObjectIDs
         do {
             defer { postObjectsDidChange() }
-            merged = try graph.mergeChanges(inserted: inserted, updated: updated, deleted: deleted)
+            merged = try graph.mergeChanges(inserted: inserted, updated: updated, deleted: deleted, registeringInserted: registeringInserted)
         }
         merged.queryGeneration = graph.heldGenerationToken
         if !merged.isEmpty { post(.didMergeChanges, ObjectChangeSets(), mergedIDs: merged) }

@@ -8,8 +8,13 @@ extension ObjectGraph {
     /// as faults; registered objects that were deleted leave the context as deleted
     /// objects. IDs of objects this context never saw cost nothing beyond the lookup.
     ///
+    /// With `registeringInserted` false, inserted IDs are only reported (a batch insert's,
+    /// which may be millions): the context's next fetch finds them.
+    ///
     /// - Returns: the IDs actually merged (for the didMergeChanges notification).
-    func mergeChanges(inserted: Set<ManagedObjectID>, updated: Set<ManagedObjectID>, deleted: Set<ManagedObjectID>) throws -> ChangedObjectIDs {
+    func mergeChanges(
+        inserted: Set<ManagedObjectID>, updated: Set<ManagedObjectID>, deleted: Set<ManagedObjectID>, registeringInserted: Bool = true
+    ) throws -> ChangedObjectIDs {
         var merged = ChangedObjectIDs()
         if !batching.fetchedRows.isEmpty {
             for id in updated.union(deleted) { batching.fetchedRows[ObjectIdentityKey(id)] = nil }
@@ -30,7 +35,7 @@ extension ObjectGraph {
             merged.updated.insert(id)
         }
         for id in inserted where !deleted.contains(id) {
-            if registeredObject(for: id) == nil {
+            if registeringInserted && registeredObject(for: id) == nil {
                 let object = self.object(for: id)
                 recordEvent(object, in: .inserted)
             }

@@ -364,10 +364,17 @@ extension ManagedObject {
 
     /// Converts a Swift value for an attribute, refusing every silent coercion.
     func attributeValue(from value: Any?, for attribute: AttributeDescription) throws(StrataError) -> AttributeValue? {
-        guard let value = Self.flattened(value) else { return nil }
+        try Self.attributeValue(from: value, for: attribute, entityName: _entity.name)
+    }
+
+    /// Converts a Swift value for `attribute` of entity `entityName` (named in errors),
+    /// refusing every silent coercion: what ``setValue(_:forKey:)`` and batch requests
+    /// accept.
+    static func attributeValue(from value: Any?, for attribute: AttributeDescription, entityName: String) throws(StrataError) -> AttributeValue? {
+        guard let value = flattened(value) else { return nil }
         func mismatch(_ detail: String = "") -> StrataError {
             .typeMismatch(
-                key: attribute.name, entity: entity.name, expected: attribute.type.swiftTypeName,
+                key: attribute.name, entity: entityName, expected: attribute.type.swiftTypeName,
                 actual: "\(type(of: value))\(detail)")
         }
         if let stored = value as? AttributeValue {

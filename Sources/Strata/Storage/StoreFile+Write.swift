@@ -687,7 +687,7 @@ struct StoreWriter: ~Copyable {
 
     /// Replaces the index entries of row `key` that changed from `old` to `new` (nil:
     /// no row). A nil value has an entry too.
-    private func updateIndexes(storage: EntityStorage, key: PrimaryKey, old: Record?, new: Record?) throws {
+    func updateIndexes(storage: EntityStorage, key: PrimaryKey, old: Record?, new: Record?) throws {
         let txn = reader.transaction
         for attribute in storage.attributes {
             guard let index = attribute.index, let kind = attribute.indexKind, let field = attribute.field else { continue }

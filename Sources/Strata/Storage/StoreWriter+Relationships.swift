@@ -73,7 +73,7 @@ extension StoreWriter {
     ///
     /// - Throws: ``StrataError/corruptRecord(entity:primaryKey:reason:)`` for a value
     ///   that is not a reference to the relationship's destination.
-    private func foreignKey(_ value: AttributeValue?, slot: Int, storage: EntityStorage, key: PrimaryKey) throws -> RowReference? {
+    func foreignKey(_ value: AttributeValue?, slot: Int, storage: EntityStorage, key: PrimaryKey) throws -> RowReference? {
         guard let value else { return nil }
         let id = try store.destinationID(value, of: slot, storage: storage, key: key)
         return try store.reference(to: id)
@@ -82,7 +82,7 @@ extension StoreWriter {
     /// The links database of `relationship`'s inverse on the object `destination`
     /// (whose entity may be a sub-entity of the relationship's destination), and
     /// whether that inverse is ordered.
-    private func inverseLinks(of relationship: StoredRelationship, at destination: RowReference) -> (database: Database, isOrdered: Bool)? {
+    func inverseLinks(of relationship: StoredRelationship, at destination: RowReference) -> (database: Database, isOrdered: Bool)? {
         guard let storage = store.entityStorage(numbered: destination.entityNumber),
               let slot = storage.relationshipSlot(named: relationship.description.inverseName),
               let database = storage.relationships[slot].links
@@ -92,7 +92,7 @@ extension StoreWriter {
 
     /// Moves the link that mirrors a many-to-one foreign key of `child` from the old
     /// destination's to-many inverse to the new one's (appended last when ordered).
-    private mutating func moveInverseLink(of child: RowReference, relationship: StoredRelationship, from old: RowReference?, to new: RowReference?) throws {
+    mutating func moveInverseLink(of child: RowReference, relationship: StoredRelationship, from old: RowReference?, to new: RowReference?) throws {
         guard old != new else { return }
         let txn = reader.transaction
         if let old, let inverse = inverseLinks(of: relationship, at: old) {
@@ -106,7 +106,7 @@ extension StoreWriter {
     }
 
     /// Takes the position after the last link of `owner` in `links`.
-    private mutating func takeNextPosition(of owner: RowReference, in links: Database) throws -> UInt64 {
+    mutating func takeNextPosition(of owner: RowReference, in links: Database) throws -> UInt64 {
         let slot = LinkOwner(database: links, owner: owner)
         let next: UInt64
         if let cached = nextPositions[slot] {
