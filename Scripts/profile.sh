@@ -41,6 +41,8 @@ report "Strata import, one save" "$(( $(instructions import "$n" "$work/import-a
     "$(( $(instructions import "$((2 * n))" "$work/import-b") - input_b ))"
 report "raw liblmdb import" "$(( $(instructions raw-import "$n" "$work/raw-import-a") - input_a ))" \
     "$(( $(instructions raw-import "$((2 * n))" "$work/raw-import-b") - input_b ))"
+report "Strata batch insert (object handler)" "$(( $(instructions batch-import "$n" "$work/batch-import-a") - input_a ))" \
+    "$(( $(instructions batch-import "$((2 * n))" "$work/batch-import-b") - input_b ))"
 report "Strata fetch, realised, all read" "$(instructions fetch "$work/strata-$n")" "$(instructions fetch "$work/strata-$((2 * n))")"
 report "Strata faults, batch 1000, walked" "$(instructions faults "$work/strata-$n")" "$(instructions faults "$work/strata-$((2 * n))")"
 report "raw liblmdb fetch, all read" "$(instructions raw-fetch "$work/raw-$n")" "$(instructions raw-fetch "$work/raw-$((2 * n))")"
@@ -62,6 +64,8 @@ report "child -> parent save (one hop)" "$(saving child-update child-fetch "$n")
 report "middle of a chain -> root (one hop)" "$(saving chain-hop chain-leaf "$n")" "$(saving chain-hop chain-leaf "$((2 * n))")"
 # A migration adding a required attribute with a default: every row rewritten in one
 # transaction (issue 23); fixed costs (opening, planning) cancel out between N and 2N.
+report "batch update, every row (score + 1)" "$(instructions batch-update "$(copied "$n")")" "$(instructions batch-update "$(copied "$((2 * n))")")"
+report "batch delete, every row" "$(instructions batch-delete "$(copied "$n")")" "$(instructions batch-delete "$(copied "$((2 * n))")")"
 report "migration, every row rewritten" "$(instructions migrate "$(copied "$n")")" "$(instructions migrate "$(copied "$((2 * n))")")"
 
 # Upserts (scenario 7's entity, a unique code): N new objects into a store of N, half of

@@ -21,6 +21,9 @@
 //                                            its score changed, the leaf saved into the middle
 //   strata-profile chain-hop DIRECTORY       the same, then the middle saved into the root (a hop from the
 //                                            middle of a chain)
+//   strata-profile batch-import N DIRECTORY  the same objects through a BatchInsertRequest's object handler
+//   strata-profile batch-update DIRECTORY    a BatchUpdateRequest: score = score + 1 on every object
+//   strata-profile batch-delete DIRECTORY    a BatchDeleteRequest of every object
 //   strata-profile generate N                the import's input alone (subtracted from the imports)
 //   strata-profile coded-preload N DIRECTORY N coded objects (codes 0..<N, unique) for the upserts
 //   strata-profile upsert N DIRECTORY        N new coded objects, half of them with a stored code (N/2..<3N/2),
@@ -105,6 +108,39 @@ func strataImport(_ records: [Record], into directory: String) throws {
         try context.save()
     }
     print("imported \(records.count) objects")
+}
+
+func strataBatchImport(_ records: [Record], into directory: String) throws {
+    let coordinator = try openStrata(directory)
+    var index = 0
+    var request = BatchInsertRequest(Item.self) { item in
+        guard index < records.count else { return true }
+        let record = records[index]
+        index += 1
+        item.rank = record.rank
+        item.name = record.name
+        item.score = record.score
+        item.created = record.created
+        return false
+    }
+    request.resultType = .count
+    print("batch-inserted \(try coordinator.execute(request).count ?? 0) objects")
+}
+
+func strataBatchChange(_ directory: String, delete: Bool) throws {
+    let coordinator = try openStrata(directory)
+    let result: PersistentStoreResult
+    if delete {
+        var request = BatchDeleteRequest(fetchRequest: FetchRequest<Item>())
+        request.resultType = .count
+        result = try coordinator.execute(request)
+    } else {
+        var request = BatchUpdateRequest(entityName: "Item")
+        request.propertiesToUpdate = ["score": try UpdateExpression(format: "score + 1")]
+        request.resultType = .count
+        result = try coordinator.execute(request)
+    }
+    print("batch-\(delete ? "deleted" : "updated") \(result.count ?? 0) objects")
 }
 
 func strataFetch(_ directory: String, batchSize: Int) throws {
@@ -351,11 +387,17 @@ let arguments = CommandLine.arguments.dropFirst()
 guard let command = arguments.first else { fail("usage: strata-profile import|raw-import N DIRECTORY, or fetch|faults|raw-fetch DIRECTORY") }
 do {
     switch (command, arguments.count) {
-    case ("import", 3), ("raw-import", 3):
+    case ("import", 3), ("raw-import", 3), ("batch-import", 3):
         let rest = Array(arguments.dropFirst())
         guard let count = Int(rest[0]), count > 0 else { fail("N must be a positive number") }
         let records = Record.make(count: count)
-        if command == "import" { try strataImport(records, into: rest[1]) } else { RawStore(rest[1]).insert(records) }
+        switch command {
+        case "import": try strataImport(records, into: rest[1])
+        case "batch-import": try strataBatchImport(records, into: rest[1])
+        default: RawStore(rest[1]).insert(records)
+        }
+    case ("batch-update", 2), ("batch-delete", 2):
+        try strataBatchChange(arguments.last!, delete: command == "batch-delete")
     case ("coded-preload", 3), ("upsert", 3), ("upsert-unsaved", 3), ("coded-insert", 3), ("coded-unsaved", 3):
         let rest = Array(arguments.dropFirst())
         guard let count = Int64(rest[0]), count > 1 else { fail("N must be a number above 1") }

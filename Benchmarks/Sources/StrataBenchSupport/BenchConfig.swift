@@ -47,6 +47,9 @@ public struct BenchConfig: Sendable {
     public var upsertBatch = 1000
     /// Scenario 8: the objects a migration rewrites.
     public var migrationRows = 1_000_000
+    /// Scenario 9: the objects a batch insert writes (a batch update and delete then
+    /// change 10% of them).
+    public var batchRows = 1_000_000
     /// Run only the scenarios whose name contains one of these (case-insensitive).
     public var only: [String] = []
     /// Whether this is the `--quick` configuration.
@@ -67,6 +70,7 @@ public struct BenchConfig: Sendable {
         config.parentChildChanges = 2000
         config.upserts = 10_000
         config.migrationRows = 50_000
+        config.batchRows = 50_000
         return config
     }
 
@@ -83,6 +87,7 @@ public struct BenchConfig: Sendable {
         (6, "parent-child"),
         (7, "upsert"),
         (8, "migration"),
+        (9, "batch requests"),
     ]
 
     /// Whether scenario `number` runs: its part called `name`, or any of its parts when

@@ -36,6 +36,7 @@ public final class BenchRun {
         if config.runs(6) { try runParentChild() }
         if config.runs(7) { try runUpserts() }
         if config.runs(8) { try runMigration() }
+        if config.runs(9) { try runBatchRequests() }
         populated = nil
     }
 

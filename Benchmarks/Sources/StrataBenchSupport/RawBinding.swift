@@ -540,3 +540,79 @@ extension RawStore {
         return copied
     }
 }
+
+// MARK: Batch requests (scenario 9)
+
+extension RawStore {
+    /// The (rank, id) pairs with `lower <= rank < upper`, read with the index cursor of
+    /// the write transaction `txn`.
+    private func indexEntries(lower: Int64, upper: Int64, in txn: OpaquePointer) throws -> [(rank: Int64, id: Int64)] {
+        var cursor: OpaquePointer?
+        try Self.check(mdb_cursor_open(txn, index, &cursor), "mdb_cursor_open")
+        defer { mdb_cursor_close(cursor) }
+        var entries: [(rank: Int64, id: Int64)] = []
+        var start = Self.rankKey(lower, id: 0)
+        var k = MDB_val(), v = MDB_val()
+        var rc = withUnsafeMutableBytes(of: &start) { bytes in
+            k = MDB_val(mv_size: 16, mv_data: bytes.baseAddress)
+            return mdb_cursor_get(cursor, &k, &v, MDB_SET_RANGE)
+        }
+        while rc == MDB_SUCCESS, Self.rank(ofIndexKey: k) < upper {
+            entries.append((Self.rank(ofIndexKey: k), Self.id(ofIndexKey: k)))
+            rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)
+        }
+        if rc != MDB_SUCCESS && rc != MDB_NOTFOUND { try Self.check(rc, "mdb_cursor_get") }
+        return entries
+    }
+
+    /// In one write transaction: finds the rows with `lower <= rank < upper` through the
+    /// index and rewrites each with its score changed by `change`. Returns how many.
+    public func updateRange(lower: Int64, upper: Int64, _ change: (Double) -> Double) throws -> Int {
+        var count = 0
+        try write { txn in
+            var buffer: [UInt8] = []
+            buffer.reserveCapacity(64)
+            let entries = try indexEntries(lower: lower, upper: upper, in: txn).sorted { $0.id < $1.id }
+            for (_, id) in entries {
+                var key = Self.idKey(id)
+                try withUnsafeMutableBytes(of: &key) { keyBytes in
+                    var k = MDB_val(mv_size: 8, mv_data: keyBytes.baseAddress)
+                    var v = MDB_val()
+                    try Self.check(mdb_get(txn, rows, &k, &v), "mdb_get row \(id)")
+                    var record = Self.decode(id: id, v)
+                    record.score = change(record.score)
+                    Self.encode(record, into: &buffer)
+                    try buffer.withUnsafeMutableBytes { valueBytes in
+                        var value = MDB_val(mv_size: valueBytes.count, mv_data: valueBytes.baseAddress)
+                        try Self.check(mdb_put(txn, rows, &k, &value, 0), "mdb_put row")
+                    }
+                }
+                count += 1
+            }
+        }
+        return count
+    }
+
+    /// In one write transaction: deletes the rows with `lower <= rank < upper`, found
+    /// through the index, and their index entries. Returns how many.
+    public func deleteRange(lower: Int64, upper: Int64) throws -> Int {
+        var count = 0
+        try write { txn in
+            let entries = try indexEntries(lower: lower, upper: upper, in: txn)
+            for (rank, id) in entries {
+                var key = Self.idKey(id)
+                try withUnsafeMutableBytes(of: &key) { keyBytes in
+                    var k = MDB_val(mv_size: 8, mv_data: keyBytes.baseAddress)
+                    try Self.check(mdb_del(txn, rows, &k, nil), "mdb_del row \(id)")
+                }
+                var indexKey = Self.rankKey(rank, id: id)
+                try withUnsafeMutableBytes(of: &indexKey) { keyBytes in
+                    var k = MDB_val(mv_size: 16, mv_data: keyBytes.baseAddress)
+                    try Self.check(mdb_del(txn, index, &k, nil), "mdb_del index")
+                }
+                count += 1
+            }
+        }
+        return count
+    }
+}

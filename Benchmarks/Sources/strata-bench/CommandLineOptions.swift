@@ -15,7 +15,7 @@ struct CommandLineOptions {
         table to standard output (progress to standard error). Scenarios:
           1 bulk import   2 fetch all   3 indexed query   4 write contention (own objects,
           then the hot spot: --only hot runs the hot spot alone)   5 readers under a writer
-          6 parent-child   7 upsert   8 migration
+          6 parent-child   7 upsert   8 migration   9 batch requests
 
           --quick               small sizes and short windows (all scenarios in under 2 minutes)
           --only S              run only the scenarios whose number or name contains S
@@ -48,6 +48,8 @@ struct CommandLineOptions {
                                 (default 100000; quick 10000)
           --upsert-batch N      scenario 7 upserts per save, every binding (default 1000)
           --migration-rows N    scenario 8 rows a migration rewrites (default 1000000)
+          --batch-rows N        scenario 9 objects batch-inserted, 10% of them then batch-updated
+                                and batch-deleted (default 1000000; quick 50000)
           --no-memory           skip the peak-memory child processes of scenario 2
           --help, -h            this text
         """
@@ -130,6 +132,7 @@ struct CommandLineOptions {
             case "--changes": options.config.parentChildChanges = integer(argument, in: 1...100_000_000)
             case "--depths": options.config.depths = integers(argument, in: 1...20)
             case "--upserts": options.config.upserts = integer(argument, in: 4...100_000_000)
+            case "--batch-rows": options.config.batchRows = integer(argument, in: 10...100_000_000)
             case "--upsert-batch": options.config.upsertBatch = integer(argument, in: 1...100_000_000)
             case "--migration-rows": options.config.migrationRows = integer(argument, in: 1...100_000_000)
             case "--no-memory": options.measuresMemory = false

@@ -11,6 +11,10 @@ struct BatchRowProducer {
     private let source: BatchInsertRequest.Source
     /// The attribute slots checked per row: those with rules, or required.
     private let checkedSlots: [Int]
+    /// The slots checked per object a managed-object handler filled, when none of its
+    /// fields stands in for a nil: a required attribute kept in a typed field always has
+    /// a value, so only rules and attributes kept elsewhere need a look.
+    private let objectCheckedSlots: [Int]
     /// The attribute values an object starts with, by slot.
     private let defaults: [AttributeValue?]
     /// A relationship value per slot for an object given none (empty).
@@ -35,6 +39,11 @@ struct BatchRowProducer {
         checkedSlots = storage.attributes.indices.filter { slot in
             let attribute = storage.attributes[slot].description
             return attribute.field(in: storage) && (!attribute.isOptional || !attribute.validation.isEmpty)
+        }
+        let layout = entity.layout
+        objectCheckedSlots = checkedSlots.filter { slot in
+            guard case .field = layout.attributes[slot] else { return true }
+            return !storage.attributes[slot].description.validation.isEmpty
         }
         defaults = entity.attributes.map(\.defaultValue)
         emptyRelationships = entity.relationships.map { $0.isToMany ? .toMany([]) : .toOne(nil) }
@@ -107,21 +116,21 @@ struct BatchRowProducer {
                 throw .unknownKey(key: key, entity: storage.name)
             }
         }
-        check(row, failures: &failures)
+        check(row, slots: checkedSlots, failures: &failures)
         try RowEncoder.append(row, storage: storage, key: 0, baseVersion: 0, to: &rows)
     }
 
     /// Encodes the object a handler filled.
     private func appendRow(from object: ManagedObject, to rows: inout EncodedRows, failures: inout [ValidationFailure]) throws(StrataError) {
         let row = BatchObjectRow(object: object, entityName: storage.name)
-        check(row, failures: &failures)
+        check(row, slots: object._bits & ObjectBits.nilOverrides == 0 ? objectCheckedSlots : checkedSlots, failures: &failures)
         try RowEncoder.append(row, storage: storage, key: 0, baseVersion: 0, to: &rows)
     }
 
-    /// Checks the model's rules on a row's values.
-    private func check(_ row: some RowSource, failures: inout [ValidationFailure]) {
+    /// Checks the model's rules on a row's values: attributes `slots`, and relationships.
+    private func check(_ row: some RowSource, slots: [Int], failures: inout [ValidationFailure]) {
         var failed: [(key: String, reason: ValidationFailure.Reason)] = []
-        for slot in checkedSlots {
+        for slot in slots {
             let attribute = storage.attributes[slot].description
             ManagedObject.check(row.rowAttribute(slot), against: attribute) { failed.append((attribute.name, $0)) }
         }
@@ -140,6 +149,12 @@ struct BatchRowProducer {
                         failed.append((relationship.name, .tooManyObjects(maximum: maximum, actual: count)))
                     }
                 }
+            }
+        }
+        if !(row is BatchRow) {
+            // A managed-object handler sets no relationship: a required one is missing.
+            for relationship in storage.entity.relationships where !relationship.isOptional {
+                failed.append((relationship.name, .missingValue))
             }
         }
         guard !failed.isEmpty else { return }
