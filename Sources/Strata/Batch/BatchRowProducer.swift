@@ -17,6 +17,8 @@ struct BatchRowProducer {
     private let objectCheckedSlots: [Int]
     /// The attribute values an object starts with, by slot.
     private let defaults: [AttributeValue?]
+    /// The same, as a managed-object handler's object takes them back before each call.
+    private let fieldDefaults: [ManagedObject.FieldDefault]
     /// A relationship value per slot for an object given none (empty).
     private let emptyRelationships: [RelationshipSnapshot]
     /// The object a managed-object handler fills (made before the first call).
@@ -46,6 +48,7 @@ struct BatchRowProducer {
             return !storage.attributes[slot].description.validation.isEmpty
         }
         defaults = entity.attributes.map(\.defaultValue)
+        fieldDefaults = ManagedObject.fieldDefaults(of: entity)
         emptyRelationships = entity.relationships.map { $0.isToMany ? .toMany([]) : .toOne(nil) }
         if case .managedObjects(let accepts, let className, _) = source {
             let made = entity.managedObjectClass.init(entity: entity)
@@ -89,7 +92,7 @@ struct BatchRowProducer {
                     isFinished = true
                     break
                 }
-                for slot in storage.attributes.indices { object.storeAttribute(defaults[slot], at: slot) }
+                object.reset(to: fieldDefaults)
                 if fill(object) {
                     isFinished = true
                     break
@@ -232,16 +235,19 @@ struct RetainedRows {
     private let full: EncodedRows?
 
     init(_ rows: EncodedRows) {
-        let compact = rows.bytes.count < Int(UInt32.max)
-            && rows.rows.allSatisfy { $0.objectID == nil && $0.relationships == nil && $0.key == 0 && $0.baseVersion == 0 && $0.entity == rows.rows[0].entity }
+        var compact = rows.bytes.count < Int(UInt32.max)
+        for index in rows.rows.indices where compact {
+            compact = rows.rows[index].objectID == nil && rows.rows[index].relationships == nil && rows.rows[index].key == 0
+                && rows.rows[index].baseVersion == 0 && rows.rows[index].entity == rows.rows[0].entity
+        }
         if compact {
             bytes = rows.bytes
             entity = rows.rows.first?.entity ?? 0
             var ends: [UInt32] = []
             ends.reserveCapacity(rows.count * 2)
-            for row in rows.rows {
-                ends.append(UInt32(row.record.upperBound))
-                ends.append(UInt32(row.indexValues.upperBound))
+            for index in rows.rows.indices {
+                ends.append(UInt32(rows.rows[index].record.upperBound))
+                ends.append(UInt32(rows.rows[index].indexValues.upperBound))
             }
             self.ends = ends
             full = nil
@@ -266,5 +272,56 @@ struct RetainedRows {
             start = indexEnd
         }
         return rows
+    }
+}
+
+extension ManagedObject {
+    /// An attribute's default value and where it goes: straight into a plain typed field,
+    /// or through ``storeAttribute(_:at:)``.
+    enum FieldDefault {
+        case int64(offset: Int, Int64)
+        case int(offset: Int, Int)
+        case double(offset: Int, Double)
+        case date(offset: Int, Date)
+        case string(offset: Int, String)
+        case slot(Int, AttributeValue?)
+    }
+
+    /// The defaults of `entity`'s attributes, by slot.
+    static func fieldDefaults(of entity: EntityDescription) -> [FieldDefault] {
+        let layout = entity.layout
+        return layout.attributes.enumerated().map { slot, place in
+            let value = layout.defaults[slot]
+            guard case .field(let offset, .plain(let base)) = place, let value else { return .slot(slot, value) }
+            switch (base, value) {
+            case (.int64, .integer(let n)): return .int64(offset: offset, n)
+            case (.int, .integer(let n)): return .int(offset: offset, Int(n))
+            case (.double, .double(let d)): return .double(offset: offset, d)
+            case (.date, .date(let date)): return .date(offset: offset, date)
+            case (.string, .string(let string)): return .string(offset: offset, string)
+            default: return .slot(slot, value)
+            }
+        }
+    }
+
+    /// Puts every attribute back to its default (`defaults`, from ``fieldDefaults(of:)``
+    /// for this object's entity): how a batch insert hands its handler a fresh object
+    /// without making one per call.
+    func reset(to defaults: [FieldDefault]) {
+        if _bits & ObjectBits.nilOverrides != 0 {
+            // A field stands in for a nil: the general path clears that too.
+            for (slot, value) in _entity.layout.defaults.enumerated() { storeAttribute(value, at: slot) }
+            return
+        }
+        for field in defaults {
+            switch field {
+            case .int64(let offset, let value): fieldPointer(at: offset, as: Int64.self).pointee = value
+            case .int(let offset, let value): fieldPointer(at: offset, as: Int.self).pointee = value
+            case .double(let offset, let value): fieldPointer(at: offset, as: Double.self).pointee = value
+            case .date(let offset, let value): fieldPointer(at: offset, as: Date.self).pointee = value
+            case .string(let offset, let value): fieldPointer(at: offset, as: String.self).pointee = value
+            case .slot(let slot, let value): storeAttribute(value, at: slot)
+            }
+        }
     }
 }

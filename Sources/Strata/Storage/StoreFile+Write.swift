@@ -437,40 +437,45 @@ struct StoreWriter: ~Copyable {
             var keys = [UInt64](repeating: 0, count: rows.count)
             // Keys first, so that references among the new rows resolve.
             var permanentIDs: [ManagedObjectID: ManagedObjectID] = [:]
-            for (index, row) in rows.rows.enumerated() {
-                guard let storage = store.entityStorage(numbered: row.entity) else {
-                    throw StrataError.unknownEntity("number \(row.entity)")
+            // Rows are read field by field: copying a whole row (its ID and relationships
+            // included) costs more than the row's own write.
+            for index in rows.rows.indices {
+                let entity = rows.rows[index].entity
+                guard let storage = store.entityStorage(numbered: entity) else {
+                    throw StrataError.unknownEntity("number \(entity)")
                 }
-                if row.key == 0 {
+                let key = rows.rows[index].key
+                if key == 0 {
                     keys[index] = try makePermanentKey(for: storage)
-                    if let id = row.objectID, id.isTemporaryID {
+                    if let id = rows.rows[index].objectID, id.isTemporaryID {
                         permanentIDs[id] = store.objectID(entity: storage.name, key: PrimaryKey(keys[index])!)
                     }
                 } else {
-                    keys[index] = row.key
+                    keys[index] = key
                 }
             }
             var indexEntries = IndexEntryBatches()
             try rows.bytes.withUnsafeBytes { bytes in
                 var index = 0
                 while index < rows.rows.count {
-                    let row = rows.rows[index]
-                    guard let storage = store.entityStorage(numbered: row.entity), let key = PrimaryKey(keys[index]) else {
+                    let entity = rows.rows[index].entity
+                    guard let storage = store.entityStorage(numbered: entity), let key = PrimaryKey(keys[index]) else {
                         index += 1
                         continue
                     }
-                    let record = UnsafeRawBufferPointer(rebasing: bytes[row.record])
-                    let indexValues = UnsafeRawBufferPointer(rebasing: bytes[row.indexValues])
-                    if row.relationships != nil {
-                        try writeRelated(row, record: record, storage: storage, key: key, permanentIDs: permanentIDs)
-                    } else if row.isInsert {
-                        try insertRow(record, key: key, storage: storage, id: row.objectID, assigned: row.key == 0)
+                    let record = UnsafeRawBufferPointer(rebasing: bytes[rows.rows[index].record])
+                    let indexValues = UnsafeRawBufferPointer(rebasing: bytes[rows.rows[index].indexValues])
+                    let isInsert = rows.rows[index].isInsert
+                    if rows.rows[index].relationships != nil {
+                        try writeRelated(rows.rows[index], record: record, storage: storage, key: key, permanentIDs: permanentIDs)
+                    } else if isInsert {
+                        try insertRow(record, key: key, storage: storage, id: rows.rows[index].objectID, assigned: rows.rows[index].key == 0)
                         addIndexEntries(indexValues, storage: storage, key: key, to: &indexEntries)
                     } else if let table = storage.rows {
                         // A run of changed rows of one entity through one cursor: rows
                         // saved in key order are each the next entry or a few on.
                         var end = index + 1
-                        while end < rows.rows.count, rows.rows[end].entity == row.entity, !rows.rows[end].isInsert,
+                        while end < rows.rows.count, rows.rows[end].entity == entity, !rows.rows[end].isInsert,
                               rows.rows[end].relationships == nil {
                             end += 1
                         }
@@ -479,10 +484,9 @@ struct StoreWriter: ~Copyable {
                             var at: UInt64?
                             for member in first..<end {
                                 guard let memberKey = PrimaryKey(keys[member]) else { continue }
-                                let memberRow = rows.rows[member]
                                 try updateRow(
-                                    UnsafeRawBufferPointer(rebasing: bytes[memberRow.record]),
-                                    indexValues: UnsafeRawBufferPointer(rebasing: bytes[memberRow.indexValues]),
+                                    UnsafeRawBufferPointer(rebasing: bytes[rows.rows[member].record]),
+                                    indexValues: UnsafeRawBufferPointer(rebasing: bytes[rows.rows[member].indexValues]),
                                     key: memberKey, storage: storage, cursor: cursor, at: &at)
                                 if reachingMidWrite && member == 0 { CrashPoint.midWrite.reach() }
                             }
@@ -713,6 +717,24 @@ struct IndexEntryBatches {
         /// (zero-padded), which orders most pairs without reading the bytes.
         var entries: [(prefix: UInt64, start: Int32, count: Int32)] = []
 
+        /// Adds the entry of `part` for row `primaryKey`.
+        mutating func append(_ part: UnsafeRawBufferPointer, primaryKey: UInt64) {
+            let start = bytes.count
+            bytes.append(contentsOf: part)
+            var key = primaryKey.bigEndian
+            withUnsafeBytes(of: &key) { bytes.append(contentsOf: $0) }
+            var prefix: UInt64
+            if part.count >= 8 {
+                prefix = UInt64(bigEndian: part.loadUnaligned(as: UInt64.self))
+            } else {
+                // The part, then the key's first bytes.
+                prefix = 0
+                for byte in part { prefix = prefix << 8 | UInt64(byte) }
+                prefix = prefix << (8 * UInt64(8 - part.count)) | primaryKey >> (8 * UInt64(part.count))
+            }
+            entries.append((prefix, Int32(start), Int32(part.count + 8)))
+        }
+
         /// Calls `body` with every entry, in key order (bytewise, as LMDB compares).
         func forEachInOrder(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
             try bytes.withUnsafeBytes { buffer in
@@ -728,21 +750,15 @@ struct IndexEntryBatches {
 
     /// Adds the entry of `part` for row `primaryKey` to `database`'s batch.
     mutating func add(_ part: UnsafeRawBufferPointer, primaryKey: UInt64, to database: Database) {
-        let index: Int
-        if let found = batches.firstIndex(where: { $0.database == database }) {
-            index = found
+        // Entries of one index usually come in a row: look at the last batch first.
+        if let last = batches.indices.last, batches[last].database == database {
+            batches[last].append(part, primaryKey: primaryKey)
+        } else if let found = batches.firstIndex(where: { $0.database == database }) {
+            batches[found].append(part, primaryKey: primaryKey)
         } else {
-            batches.append(Batch(database: database))
-            index = batches.count - 1
+            var batch = Batch(database: database)
+            batch.append(part, primaryKey: primaryKey)
+            batches.append(batch)
         }
-        let start = batches[index].bytes.count
-        batches[index].bytes.append(contentsOf: part)
-        withUnsafeBytes(of: primaryKey.bigEndian) { batches[index].bytes.append(contentsOf: $0) }
-        var prefix: UInt64 = 0
-        for offset in 0..<8 {
-            let byte: UInt8 = offset < part.count ? part[offset] : UInt8(truncatingIfNeeded: primaryKey >> (8 * (7 - (offset - part.count))))
-            prefix = prefix << 8 | UInt64(byte)
-        }
-        batches[index].entries.append((prefix, Int32(start), Int32(part.count + 8)))
     }
 }
