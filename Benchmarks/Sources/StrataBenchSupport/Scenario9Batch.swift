@@ -38,7 +38,8 @@ extension BenchRun {
             try withDirectory("batch-insert") { directory in
                 switch runner {
                 case .strataObjects, .strataDictionaries:
-                    let store = try waitFor { try await StrataStore.open(at: directory.path, durability: .noSync) }
+                    let path = directory.path
+                    let store = try waitFor { try await StrataStore.open(at: path, durability: .noSync) }
                     let request = runner == .strataObjects ? Self.objectInsert(records) : Self.dictionaryInsert(records)
                     var inserted = 0
                     let seconds = try timed { inserted = try store.coordinator.execute(request).count ?? -1 }
@@ -77,7 +78,8 @@ extension BenchRun {
             try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         }
         do {
-            let strata = try waitFor { try await StrataStore.open(at: strataTemplate, durability: .noSync) }
+            let path = strataTemplate
+            let strata = try waitFor { try await StrataStore.open(at: path, durability: .noSync) }
             _ = try strata.coordinator.execute(Self.objectInsert(records))
             try RawStore(path: rawTemplate, sync: false).insert(records)
             try GRDBStore(directory: grdbTemplate, sync: false).insertWithStatement(records)
@@ -97,7 +99,8 @@ extension BenchRun {
                     let seconds: Double
                     switch runner {
                     case .strata:
-                        let store = try waitFor { try await StrataStore.open(at: directory.path, durability: .noSync) }
+                        let path = directory.path
+                        let store = try waitFor { try await StrataStore.open(at: path, durability: .noSync) }
                         let predicate = try FetchPredicate(format: "rank < %@", cut)
                         if operation == "update" {
                             var request = BatchUpdateRequest(entityName: "Item")
