@@ -50,7 +50,7 @@ let package = Package(
         // libFuzzer target for the key decoders and object-ID URIs: `make fuzz` (replays files when built normally).
         .executableTarget(name: "KeyDecoderFuzzer", dependencies: ["Strata"]),
         // The reliability suite: a ledger model, crash workers, store audits, fault runs.
-        .target(name: "StrataReliability", dependencies: ["Strata", "StrataTesting"]),
+        .target(name: "StrataReliability", dependencies: ["Strata", "StrataTesting", "StrataLocks"]),
         .executableTarget(
             name: "StrataReliabilityTool",
             dependencies: [

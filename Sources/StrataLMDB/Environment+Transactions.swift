@@ -99,7 +99,20 @@ extension Environment {
                 try growMap()
                 continue
             }
+            // Known as this process's before it is visible to anyone (see ownCommits(after:through:)).
+            let id = mdb_txn_id(txn)
+            state.withLock { committing = id }
             let committed = mdb_txn_commit(txn)  // frees txn, even when it fails
+            state.withLock {
+                committing = nil
+                if committed == MDB_SUCCESS {
+                    if ownCommits.count >= Self.ownCommitsKept {
+                        ownCommitsDroppedThrough = ownCommits[ownCommits.count / 2 - 1]
+                        ownCommits.removeFirst(ownCommits.count / 2)
+                    }
+                    ownCommits.append(id)
+                }
+            }
             if committed == MDB_MAP_FULL {
                 try growMap()
                 continue
@@ -250,6 +263,32 @@ extension Environment {
                 }
             }
             try LMDBError.check(mdb_env_set_mapsize(handle, size), "resizing the map of \(path)")
+        }
+    }
+}
+
+extension Environment {
+    /// How many of the write transactions committed after transaction `after` up to
+    /// `through` (both ids from ``Info/lastTransactionID``) this process committed,
+    /// forgetting them: the others were committed by other processes. Exact even for a
+    /// commit in progress while it is asked (its id is known before it becomes visible).
+    ///
+    /// Meant for one caller that asks with ascending `through`, each `after` the last
+    /// `through` (a watcher of other processes' commits); ids up to `through` are dropped.
+    /// Returns nil when the ids of that range were dropped unread (more than 65,536
+    /// commits of this process since the last call), so the count is unknown.
+    public func ownCommits(after: Int, through: Int) -> Int? {
+        state.withLock {
+            var count = 0
+            if let committing, committing > after, committing <= through { count += 1 }
+            var taken = 0
+            for id in ownCommits {
+                guard id <= through else { break }
+                if id > after { count += 1 }
+                taken += 1
+            }
+            ownCommits.removeFirst(taken)
+            return ownCommitsDroppedThrough > after ? nil : count
         }
     }
 }

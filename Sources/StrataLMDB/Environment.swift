@@ -47,7 +47,8 @@ public final class Environment: @unchecked Sendable {
     let pageSize: Int
 
     /// Guards `activeReads`, `activeSnapshots`, `nextSnapshotSerial`, `isResizing`,
-    /// `writerThread`, `terminal`, `mapGrowths` and the database-handle cache.
+    /// `writerThread`, `terminal`, `mapGrowths`, the own-commit bookkeeping and the
+    /// database-handle cache.
     let state = ConditionLock()
     /// Serialises this process's write transactions and map resizes.
     let writeMutex = ConditionLock()
@@ -61,6 +62,16 @@ public final class Environment: @unchecked Sendable {
     var writerThread: pthread_t?
     var terminal: LMDBError?
     var databaseCache: [String: Database] = [:]
+    /// The ids of the write transactions this process committed that
+    /// ``ownCommits(after:through:)`` has not counted yet, ascending (at most
+    /// ``ownCommitsKept``; older ones are dropped, and the count says so).
+    var ownCommits: [Int] = []
+    /// The id of the write transaction this process is committing now, if any.
+    var committing: Int?
+    /// The newest id dropped from `ownCommits` uncounted (0 for none).
+    var ownCommitsDroppedThrough = 0
+    /// The most ids `ownCommits` keeps when nobody counts them.
+    static let ownCommitsKept = 65_536
 
     /// Opens (and by default creates) the environment in the directory at `path`.
     ///

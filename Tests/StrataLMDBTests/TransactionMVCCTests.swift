@@ -279,3 +279,27 @@ struct TransactionMVCCTests {
         #expect(final == key(200))
     }
 }
+
+@Suite("Own commits")
+struct OwnCommitTests {
+    @Test("the environment counts the commits this process made in a range of transaction ids, each once; aborted writes are not commits")
+    func countsOwnCommits() throws {
+        let dir = TemporaryDirectory()
+        let env = try openEnvironment(dir)
+        let db = try env.openDatabase(named: "notes", flags: .create)
+        let start = env.info.lastTransactionID
+        _ = env.ownCommits(after: start, through: start)   // forget the setup's
+        for n in 0..<5 { try env.write { txn in try txn.put(bytes("v"), forKey: key(UInt64(n)), in: db) } }
+        struct Stop: Error {}
+        #expect(throws: Stop.self) { try env.write { txn in try txn.put(bytes("x"), forKey: key(99), in: db); throw Stop() } }
+        let last = env.info.lastTransactionID
+        #expect(last == start + 5)
+        #expect(env.ownCommits(after: start, through: start + 2) == 2)
+        #expect(env.ownCommits(after: start + 2, through: last) == 3)
+        #expect(env.ownCommits(after: last, through: last) == 0)   // each counted once
+        try env.write { txn in try txn.put(bytes("w"), forKey: key(6), in: db) }
+        // A range holding a commit of another process (here: one this call did not see
+        // made, as an id gap) counts only this process's.
+        #expect(env.ownCommits(after: last - 1, through: last + 1) == 1)
+    }
+}

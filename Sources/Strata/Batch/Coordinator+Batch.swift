@@ -302,9 +302,9 @@ extension PersistentStoreCoordinator {
     }
 
     /// Schedules, in every root context that merges automatically, a merge of what a batch
-    /// request updated and deleted; inserted objects are reported in its
-    /// didMergeChanges notification, not registered (a batch may insert millions).
-    private nonisolated func mergeIntoContexts(_ changes: BatchChanges) {
+    /// request (or another process) updated and deleted; inserted objects are reported in
+    /// its didMergeChanges notification, not registered (a batch may insert millions).
+    nonisolated func mergeIntoContexts(_ changes: BatchChanges) {
         guard !changes.isEmpty else { return }
         let contexts = mergingContexts.alive
         guard !contexts.isEmpty else { return }

@@ -88,6 +88,7 @@ public actor ManagedObjectContext {
         didSet {
             guard automaticallyMergesChangesFromParent != oldValue, parent == nil else { return }
             persistentStoreCoordinator?.mergingContexts.update(self, included: automaticallyMergesChangesFromParent)
+            persistentStoreCoordinator?.remoteChangeMonitor.update()
         }
     }
     /// The streams of ``notifications(of:bufferingPolicy:)``.

@@ -34,6 +34,8 @@ public actor PersistentStoreCoordinator {
     /// The root contexts that merge this coordinator's saves by themselves
     /// (`automaticallyMergesChangesFromParent`), held weakly.
     nonisolated let mergingContexts = WeakContexts()
+    /// Watches the stores for other processes' commits (``remoteChanges``).
+    nonisolated let remoteChangeMonitor = RemoteChangeMonitor()
     /// The open query generations, shared by the contexts pinned to them.
     nonisolated let generations = QueryGenerationRegistry()
     /// What happens to a context whose query generation grew old.
@@ -48,6 +50,7 @@ public actor PersistentStoreCoordinator {
         self.managedObjectModel = managedObjectModel
         writeQueue = DispatchQueue(label: "strata.coordinator.write")
         executor = CoordinatorExecutor(queue: DispatchQueue(label: "strata.coordinator"))
+        remoteChangeMonitor.attach(self)
     }
 
     // MARK: Stores

@@ -110,19 +110,15 @@ extension PersistentStoreCoordinator {
     public nonisolated func currentPersistentHistoryToken(fromStores stores: [PersistentStore]? = nil) throws(StrataError) -> PersistentHistoryToken? {
         var latest: PersistentHistoryToken?
         for store in stores ?? persistentStores where store.options.tracksPersistentHistory {
-            let file = store.file
-            let sequence = try StoreFile.storage {
-                try file.environment.read { txn in
-                    try txn.value(forKey: Array(HistoryLog.sequenceKey.utf8), in: file.metadataDatabase)
-                }
-            }.flatMap { bytes in bytes.count == 8 ? bytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) } : nil }
-            if let sequence { latest = PersistentHistoryToken(storeIdentifier: store.identifier, sequence: sequence) }
+            if let sequence = try HistoryLog.lastSequence(of: store.file) {
+                latest = PersistentHistoryToken(storeIdentifier: store.identifier, sequence: sequence)
+            }
         }
         return latest
     }
 
     /// `records` of `store` as public transactions, filtered by `request`'s authors and entities.
-    private static func transactions(
+    static func transactions(
         _ records: [(sequence: UInt64, record: HistoryRecord)], of store: PersistentStore, matching request: PersistentHistoryChangeRequest
     ) -> [PersistentHistoryTransaction] {
         records.compactMap { sequence, record in
@@ -154,6 +150,18 @@ extension ManagedObjectContext {
     public func execute(_ request: PersistentHistoryChangeRequest) throws(StrataError) -> PersistentHistoryResult {
         guard let coordinator = persistentStoreCoordinator else { throw .noCoordinator }
         return try coordinator.execute(request)
+    }
+}
+
+extension HistoryLog {
+    /// The sequence number of the last transaction recorded in `file` (kept even after it
+    /// is deleted); nil when none was.
+    static func lastSequence(of file: StoreFile) throws(StrataError) -> UInt64? {
+        try StoreFile.storage {
+            try file.environment.read { txn in
+                try txn.value(forKey: Array(HistoryLog.sequenceKey.utf8), in: file.metadataDatabase)
+            }
+        }.flatMap { bytes in bytes.count == 8 ? bytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) } : nil }
     }
 }
 

@@ -1,0 +1,264 @@
+import Dispatch
+import Foundation
+import StrataLMDB
+internal import StrataLocks
+
+/// Another process committed to a store this coordinator has open (Core Data's
+/// `NSPersistentStoreRemoteChange` notification): an element of
+/// ``PersistentStoreCoordinator/remoteChanges``.
+///
+/// Several processes may open one LMDB store (a web server and a worker, say); each
+/// coordinator watches its stores for commits made by the others. See
+/// <doc:PersistentHistory>, "Changes from other processes".
+public struct RemoteChange: Sendable, Hashable {
+    /// The store another process wrote (``PersistentStore/identifier``).
+    public let storeIdentifier: UUID
+    /// Where that store is.
+    public let storeURL: URL?
+    /// The newest persistent-history transaction another process recorded: fetch the
+    /// history after the last token you processed to see what changed. Nil when the store
+    /// does not track history here (``PersistentStore/Options/tracksPersistentHistory``),
+    /// or the other process recorded none.
+    public let historyToken: PersistentHistoryToken?
+    /// How many write transactions other processes committed since the last event of this
+    /// store (nil when this process committed too many meanwhile to tell them apart).
+    public let commits: Int?
+}
+
+/// The remote changes of a coordinator's stores, as an `AsyncSequence`
+/// (``PersistentStoreCoordinator/remoteChanges``): each iterator gets every change raised
+/// after it was made, in order, until it is dropped or its task is cancelled.
+public struct RemoteChanges: AsyncSequence, Sendable {
+    public typealias Element = RemoteChange
+
+    let monitor: RemoteChangeMonitor
+
+    /// Starts watching (if nothing watched the stores yet) and returns an iterator of
+    /// the changes from now on.
+    public func makeAsyncIterator() -> AsyncStream<RemoteChange>.Iterator {
+        let (stream, continuation) = AsyncStream<RemoteChange>.makeStream(bufferingPolicy: .unbounded)
+        let id = monitor.subscribe(continuation)
+        continuation.onTermination = { [monitor] _ in monitor.unsubscribe(id) }
+        return stream.makeAsyncIterator()
+    }
+}
+
+extension PersistentStoreCoordinator {
+    /// The commits other processes make to this coordinator's stores, as they are seen
+    /// (Core Data's `NSPersistentStoreRemoteChange`).
+    ///
+    /// Watching costs one look at each store's last transaction id every
+    /// ``remoteChangePollingInterval`` while anything iterates this sequence or a root
+    /// context merges automatically (``ManagedObjectContext/automaticallyMergesChangesFromParent``),
+    /// and nothing otherwise. A store that tracks persistent history is read after a
+    /// remote commit only: its new transactions tell which objects changed, which
+    /// automatically merging contexts then merge (refreshing what they hold, without
+    /// refetching anything else), and the event carries the newest one's token.
+    ///
+    /// ```swift
+    /// for await change in coordinator.remoteChanges {
+    ///     let history = try coordinator.execute(.fetchHistory(after: lastToken))
+    ///     …
+    /// }
+    /// ```
+    public nonisolated var remoteChanges: RemoteChanges { RemoteChanges(monitor: remoteChangeMonitor) }
+
+    /// How often the stores are looked at for other processes' commits while
+    /// ``remoteChanges`` is iterated or a context merges automatically: 50 milliseconds by
+    /// default, at least 1 millisecond. Settable from any thread.
+    public nonisolated var remoteChangePollingInterval: Duration {
+        get { remoteChangeMonitor.interval }
+        set { remoteChangeMonitor.interval = max(newValue, .milliseconds(1)) }
+    }
+}
+
+/// Watches a coordinator's stores for commits of other processes: a timer on a queue of
+/// its own, running while someone listens (an iterator of ``RemoteChanges``, or a root
+/// context that merges automatically), looking at each store's last transaction id.
+///
+/// A commit is another process's when this process did not make it: the environment
+/// counts its own commits by transaction id (``Environment/ownCommits(after:through:)``),
+/// exactly, so a look after this process's own saves raises nothing.
+final class RemoteChangeMonitor: Sendable {
+    /// What one store was last seen at.
+    struct Watch {
+        /// The last transaction id looked at.
+        var transaction: Int
+        /// The last history sequence number read (nil: none yet).
+        var historySequence: UInt64?
+    }
+
+    private struct State {
+        weak var coordinator: PersistentStoreCoordinator?
+        var subscribers: [UInt64: AsyncStream<RemoteChange>.Continuation] = [:]
+        var nextSubscriber: UInt64 = 0
+        var watches: [UUID: Watch] = [:]
+        var timer: DispatchSourceTimer?
+        var interval: Duration = .milliseconds(50)
+        /// How many looks the timer made (for tests and the idle-cost measure).
+        var looks = 0
+    }
+
+    private let state = LockedValue(State())
+    /// Where the looks run, one at a time.
+    private let queue = DispatchQueue(label: "strata.coordinator.remote-changes")
+
+    /// A monitor with no coordinator yet (``attach(_:)``).
+    init() {}
+
+    /// Watches `coordinator`'s stores (held weakly: the coordinator owns the monitor).
+    func attach(_ coordinator: PersistentStoreCoordinator) {
+        state.withLock { $0.coordinator = coordinator }
+    }
+
+    /// The time between looks.
+    var interval: Duration {
+        get { state.withLock { $0.interval } }
+        set {
+            state.withLock { state in
+                state.interval = newValue
+                state.timer?.schedule(deadline: .now() + Self.dispatchInterval(newValue), repeating: Self.dispatchInterval(newValue))
+            }
+        }
+    }
+
+    /// How many looks were made so far.
+    var looks: Int { state.withLock { $0.looks } }
+
+    /// Whether the timer runs.
+    var isWatching: Bool { state.withLock { $0.timer != nil } }
+
+    /// Adds a listener, and starts watching before returning when nothing watched yet,
+    /// so that a commit made after this returns is seen.
+    func subscribe(_ continuation: AsyncStream<RemoteChange>.Continuation) -> UInt64 {
+        let id = state.withLock { state in
+            let id = state.nextSubscriber
+            state.nextSubscriber += 1
+            state.subscribers[id] = continuation
+            return id
+        }
+        queue.sync { reconcile() }
+        return id
+    }
+
+    func unsubscribe(_ id: UInt64) {
+        _ = state.withLock { $0.subscribers.removeValue(forKey: id) }
+        queue.async { [weak self] in self?.reconcile() }
+    }
+
+    /// Starts or stops watching, soon, as the coordinator's automatically merging
+    /// contexts come and go.
+    func update() {
+        queue.async { [weak self] in self?.reconcile() }
+    }
+
+    /// On the monitor's queue: starts the timer when someone listens (an iterator, or a
+    /// root context that merges automatically) and it does not run, recording where each
+    /// store stands; stops it when nobody does.
+    private func reconcile() {
+        let (coordinator, hasSubscribers) = state.withLock { ($0.coordinator, !$0.subscribers.isEmpty) }
+        let wanted = coordinator.map { hasSubscribers || !$0.mergingContexts.alive.isEmpty } ?? false
+        let started = state.withLock { state -> Bool in
+            if wanted, state.timer == nil {
+                let timer = DispatchSource.makeTimerSource(queue: queue)
+                let interval = Self.dispatchInterval(state.interval)
+                timer.schedule(deadline: .now() + interval, repeating: interval, leeway: .milliseconds(1))
+                timer.setEventHandler { [weak self] in self?.look() }
+                state.timer = timer
+                timer.resume()
+                return true
+            }
+            if !wanted, let timer = state.timer {
+                timer.cancel()
+                state.timer = nil
+                state.watches = [:]   // a later start begins from the state then
+            }
+            return false
+        }
+        if started { look(startingOnly: true) }
+    }
+
+    private static func dispatchInterval(_ duration: Duration) -> DispatchTimeInterval {
+        let (seconds, attoseconds) = duration.components
+        return .nanoseconds(Int(min(seconds, 3600)) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
+    }
+
+    /// One look at every store, on the monitor's queue. With `startingOnly`, only stores
+    /// not watched yet are looked at (their current state recorded).
+    private func look(startingOnly: Bool = false) {
+        guard let coordinator = state.withLock({ state -> PersistentStoreCoordinator? in
+            if !startingOnly { state.looks += 1 }
+            return state.timer == nil ? nil : state.coordinator
+        }) else { return }
+        if !startingOnly, state.withLock({ $0.subscribers.isEmpty }), coordinator.mergingContexts.alive.isEmpty {
+            reconcile()   // the last listener went
+            return
+        }
+        let stores = coordinator.persistentStores
+        var watches = state.withLock { $0.watches }
+        watches = watches.filter { id, _ in stores.contains { $0.identifier == id } }
+        var changes: [RemoteChange] = []
+        var merged = BatchChanges()
+        for store in stores {
+            let environment = store.file.environment
+            let last = environment.info.lastTransactionID
+            guard var watch = watches[store.identifier] else {
+                // First look: from now on.
+                _ = environment.ownCommits(after: last, through: last)
+                watches[store.identifier] = Watch(transaction: last, historySequence: try? HistoryLog.lastSequence(of: store.file))
+                continue
+            }
+            guard !startingOnly, last > watch.transaction else { continue }
+            let own = environment.ownCommits(after: watch.transaction, through: last)
+            let remote = own.map { last - watch.transaction - $0 }
+            watch.transaction = last
+            defer { watches[store.identifier] = watch }
+            if remote == 0 { continue }
+            var token: PersistentHistoryToken?
+            if store.options.tracksPersistentHistory {
+                let found: (transactions: [PersistentHistoryTransaction], sequence: UInt64?) =
+                    (try? coordinator.remoteTransactions(of: store, after: watch.historySequence)) ?? ([], watch.historySequence)
+                watch.historySequence = found.sequence
+                if found.transactions.isEmpty && remote == nil { continue }   // all this process's own after all
+                token = found.transactions.last?.token
+                for transaction in found.transactions {
+                    for change in transaction.changes {
+                        switch change.changeType {
+                        case .insert: merged.inserted.append(change.changedObjectID)
+                        case .update: merged.updated.append(change.changedObjectID)
+                        case .delete: merged.deleted.append(change.changedObjectID)
+                        }
+                    }
+                }
+            }
+            // Cached rows of this store may be older than the other process's commit.
+            coordinator.rowCache.removeRows(ofStore: store.identifier)
+            changes.append(RemoteChange(
+                storeIdentifier: store.identifier, storeURL: store.url, historyToken: token, commits: remote))
+        }
+        let subscribers = state.withLock { state in
+            state.watches = watches
+            return Array(state.subscribers.values)
+        }
+        coordinator.mergeIntoContexts(merged)
+        for change in changes {
+            for subscriber in subscribers { subscriber.yield(change) }
+        }
+    }
+}
+
+extension PersistentStoreCoordinator {
+    /// The history transactions of `store` after sequence number `after` that another
+    /// process recorded, and the last sequence number read.
+    nonisolated func remoteTransactions(
+        of store: PersistentStore, after: UInt64?
+    ) throws -> (transactions: [PersistentHistoryTransaction], sequence: UInt64?) {
+        let file = store.file
+        let records = try file.withReadTransaction(in: nil) { txn in
+            try HistoryLog.records(after: after, limit: nil, in: txn, history: file.historyDatabase)
+        }
+        let pid = getpid()
+        let remote = records.filter { $0.record.processID != pid }
+        return (Self.transactions(remote, of: store, matching: .fetchHistory(after: nil)), records.last?.sequence ?? after)
+    }
+}
