@@ -487,6 +487,41 @@ struct BatchRequestTests {
         }
     }
 
+    @Test("a large update and delete (many pages, indexed and unique values) leave rows, indexes and unique indexes consistent")
+    func largeUpdateAndDelete() async throws {
+        let coordinator = try await Self.coordinator(model: AccountsModel.model, tracking: false)
+        let total = 20_000
+        _ = try coordinator.execute(BatchInsertRequest(entityName: "UserAccount", objects: (0..<total).map {
+            ["email": "u\($0)@x", "name": String(repeating: "n", count: $0 % 50), "visits": Int64($0)]
+        }))
+        var update = BatchUpdateRequest(entityName: "UserAccount")
+        update.predicate = try FetchPredicate(format: "visits < %@", total / 2)
+        update.propertiesToUpdate = ["email": try UpdateExpression(format: "'new-' + email"), "visits": try UpdateExpression(format: "visits * 2")]
+        update.resultType = .count
+        #expect(try coordinator.execute(update).count == total / 2)
+        var every = FetchRequest<UserAccount>(entityName: "UserAccount")
+        every.predicate = try FetchPredicate(format: "name BEGINSWITH 'nnnnn'")   // a full scan: every few rows
+        var delete = BatchDeleteRequest(fetchRequest: every)
+        delete.resultType = .count
+        let deleted = try #require(try coordinator.execute(delete).count)
+        #expect(deleted == (0..<total).filter { $0 % 50 >= 5 }.count)
+        let report = try await coordinator.checkIntegrity()
+        #expect(report.isConsistent, "\(report)")
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let (count, renamed) = try await context.perform { context in
+            var renamed = FetchRequest<UserAccount>(entityName: "UserAccount")
+            renamed.predicate = try FetchPredicate(format: "email BEGINSWITH 'new-'")
+            return (try context.count(for: FetchRequest<UserAccount>(entityName: "UserAccount")), try context.count(for: renamed))
+        }
+        #expect(count == total - deleted)
+        #expect(renamed == (0..<(total / 2)).filter { $0 % 50 < 5 }.count)
+        // The freed emails can be taken again; the new ones cannot.
+        _ = try coordinator.execute(BatchInsertRequest(entityName: "UserAccount", objects: [["email": "u1@x"]]))
+        try expectCode(.constraintConflicts) {
+            _ = try coordinator.execute(BatchInsertRequest(entityName: "UserAccount", objects: [["email": "new-u1@x"]]))
+        }
+    }
+
     // MARK: Concurrency
 
     @Test("batch requests and saves from several tasks at once: each is atomic, none is lost")

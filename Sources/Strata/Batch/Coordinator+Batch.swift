@@ -210,9 +210,9 @@ extension PersistentStoreCoordinator {
                 let deletePlan = try writer.planDelete(try requested.map { id throws(StrataError) in try store.file.reference(to: id) })
                 var tombstones: [RowReference: [String: AttributeValue]] = [:]
                 if tracksHistory { tombstones = try Self.tombstones(of: deletePlan.rows, in: store.file, with: writer) }
-                let rewritten = try writer.delete(deletePlan)
-                outcome.count = deletePlan.rows.count
-                for row in deletePlan.rows {
+                let (deleted, rewritten) = try writer.delete(deletePlan)
+                outcome.count = deleted.count
+                for row in deleted {
                     guard let storage = store.file.entityStorage(numbered: row.entityNumber) else { continue }
                     if collectsIDs {
                         let id = store.file.objectID(entity: storage.name, key: row.primaryKey)

@@ -271,14 +271,83 @@ extension UpdateExpression {
     func evaluate(
         for attribute: AttributeDescription, entityName: String, _ value: (String) -> AttributeValue?
     ) throws -> AttributeValue? {
-        func evaluate(_ node: Node) throws -> AttributeValue? {
+        var names: [String] = []
+        let compiled = try compiled(for: attribute, entityName: entityName) { name in
+            if let index = names.firstIndex(of: name) { return index }
+            names.append(name)
+            return names.count - 1
+        }
+        let values = names.map(value)
+        return try compiled.evaluate(values)
+    }
+
+    /// The expression made ready to run on many rows: attribute names replaced by the
+    /// positions `position(name)` gives in the array of values each row is evaluated
+    /// with, constants converted once (a lone constant for `attribute`, of entity
+    /// `entityName`; a constant operand as the number, string or date it is).
+    ///
+    /// - Throws: ``StrataError/typeMismatch(key:entity:expected:actual:)`` for a constant
+    ///   the attribute (or arithmetic) cannot take; ``StrataError/unknownKey(key:entity:)``
+    ///   for a name `position` does not know.
+    func compiled(
+        for attribute: AttributeDescription, entityName: String, position: (String) -> Int?
+    ) throws(StrataError) -> Compiled {
+        func compile(_ node: Node) throws(StrataError) -> Compiled {
             switch node {
-            case .literal(let literal): return literal
-            case .constant(let constant):
-                return try ManagedObject.attributeValue(from: constant, for: attribute, entityName: entityName)
-            case .key(let name): return value(name)
+            case .literal(let value): return .value(value)
+            case .constant(let constant): return .value(try Self.operand(constant, for: attribute, entityName: entityName))
+            case .key(let name):
+                guard let index = position(name) else { throw StrataError.unknownKey(key: name, entity: entityName) }
+                return .field(index)
+            case .negate(let operand): return .negate(try compile(operand))
+            case .binary(let op, let left, let right): return .binary(op, try compile(left), try compile(right))
+            }
+        }
+        if case .constant(let constant) = node {
+            return .value(try ManagedObject.attributeValue(from: constant, for: attribute, entityName: entityName))
+        }
+        return try compile(node)
+    }
+
+    /// A Swift value used as an operand of arithmetic.
+    private static func operand(_ value: any Sendable, for attribute: AttributeDescription, entityName: String) throws(StrataError) -> AttributeValue? {
+        switch ManagedObject.flattened(value) {
+        case nil: return nil
+        case let value as AttributeValue: return value
+        case let n as Int: return .integer(Int64(n))
+        case let n as Int64: return .integer(n)
+        case let n as Int32: return .integer(Int64(n))
+        case let n as Int16: return .integer(Int64(n))
+        case let d as Double: return .double(d)
+        case let f as Float: return .float(f)
+        case let d as Decimal: return .decimal(d)
+        case let b as Bool: return .boolean(b)
+        case let s as String: return .string(s)
+        case let d as Date: return .date(d)
+        default:
+            throw StrataError.typeMismatch(
+                key: attribute.name, entity: entityName, expected: "a number, string, date or boolean operand",
+                actual: "\(type(of: value))")
+        }
+    }
+
+    /// An expression ready to run (``compiled(for:entityName:position:)``).
+    indirect enum Compiled: Sendable {
+        case value(AttributeValue?)
+        case field(Int)
+        case negate(Compiled)
+        case binary(Operator, Compiled, Compiled)
+
+        /// The value for a row whose read values are `values`.
+        ///
+        /// - Throws: ``EvaluationError`` for an overflow, a division by zero, or operands
+        ///   that do not combine.
+        func evaluate(_ values: [AttributeValue?]) throws -> AttributeValue? {
+            switch self {
+            case .value(let value): return value
+            case .field(let index): return values[index]
             case .negate(let operand):
-                switch try evaluate(operand) {
+                switch try operand.evaluate(values) {
                 case nil: return nil
                 case .integer(let n)?:
                     guard n != .min else { throw EvaluationError(message: "-(\(n)) overflows") }
@@ -289,18 +358,13 @@ extension UpdateExpression {
                 case let other?: throw EvaluationError(message: "cannot negate a \(other.kindName)")
                 }
             case .binary(let op, let left, let right):
-                guard let l = try evaluate(left), let r = try evaluate(right) else { return nil }
-                return try Self.apply(op, l, r)
+                guard let l = try left.evaluate(values), let r = try right.evaluate(values) else { return nil }
+                return try UpdateExpression.apply(op, l, r)
             }
         }
-        // A lone constant converts straight to the attribute's type.
-        if case .constant(let constant) = node {
-            return try ManagedObject.attributeValue(from: constant, for: attribute, entityName: entityName)
-        }
-        return try evaluate(node)
     }
 
-    private static func apply(_ op: Operator, _ l: AttributeValue, _ r: AttributeValue) throws -> AttributeValue {
+    fileprivate static func apply(_ op: Operator, _ l: AttributeValue, _ r: AttributeValue) throws -> AttributeValue {
         switch (l, r) {
         case (.integer(let a), .integer(let b)):
             let (result, overflow): (Int64, Bool)

@@ -105,84 +105,132 @@ extension StoreWriter {
         let expression: UpdateExpression
     }
 
-    /// Sets `assignments` in every row of `keys` (of `storage`), each computed from the
-    /// row's values before the update; rows whose values do not change are left alone.
-    /// Indexes and unique indexes follow. Every conflict and every validation failure is
-    /// gathered before throwing (the transaction is then aborted by the caller).
+    /// Sets `assignments` in every row of `keys` (of `storage`, ascending), each computed
+    /// from the row's values before the update; rows whose values do not change are left
+    /// alone. Rows are met through one cursor and rewritten where they stand: a record's
+    /// other fields (those this model does not know included) are copied as bytes, only
+    /// the fields read or set are decoded. Indexes and unique indexes follow. Every
+    /// conflict and every validation failure is gathered before throwing (the
+    /// transaction is then aborted by the caller).
     ///
     /// - Returns: the keys of the rows that changed, in `keys`' order.
     /// - Throws: ``StrataError/constraintConflicts(_:)``, ``StrataError/validation(_:)``,
     ///   ``StrataError/typeMismatch(key:entity:expected:actual:)`` for a value the
     ///   attribute cannot hold.
     mutating func batchUpdate(_ keys: [PrimaryKey], of storage: EntityStorage, assignments: [BatchAssignment]) throws -> [PrimaryKey] {
-        guard let rows = storage.rows else { return [] }
-        let assignedSlots = Set(assignments.map(\.slot))
-        let constraints = storage.constraints.filter { !assignedSlots.isDisjoint(with: $0.slots) }
-        let fieldsByName: [String: UInt32] = Dictionary(
-            storage.attributes.compactMap { attribute in attribute.field.map { (attribute.description.name, $0) } }, uniquingKeysWith: { a, _ in a })
+        guard let rows = storage.rows, !keys.isEmpty, !assignments.isEmpty else { return [] }
+        let plan = try BatchUpdatePlan(storage: storage, assignments: assignments)
         var changed: [PrimaryKey] = []
         var failures: [ValidationFailure] = []
         var conflicts: [ConstraintConflict] = []
+        var old = [AttributeValue?](repeating: nil, count: plan.readFields.count)
+        var new = [AttributeValue?](repeating: nil, count: assignments.count)
+        var ranges: [(number: UInt32, range: Range<Int>)] = []
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(256)
         let txn = reader.transaction
-        for key in keys {
-            guard var record = try reader.record(at: key, of: storage) else { continue }
-            let old = record
-            for assignment in assignments {
-                let value: AttributeValue?
-                do {
-                    value = try assignment.expression.evaluate(for: assignment.attribute, entityName: storage.name) { name in
-                        fieldsByName[name].flatMap { old.fields[$0] }
-                    }
-                } catch let error as UpdateExpression.EvaluationError {
-                    throw StrataError.typeMismatch(
-                        key: assignment.attribute.name, entity: storage.name, expected: assignment.attribute.type.swiftTypeName,
-                        actual: "\(assignment.expression) for \(store.objectID(entity: storage.name, key: key)): \(error.message)")
-                }
-                var stored: AttributeValue?
-                if let value {
-                    guard let converted = UpdateExpression.stored(value, as: assignment.attribute.type) else {
-                        throw StrataError.typeMismatch(
-                            key: assignment.attribute.name, entity: storage.name, expected: assignment.attribute.type.swiftTypeName,
-                            actual: "\(value.kindName) \(value) from \(assignment.expression) for \(store.objectID(entity: storage.name, key: key))")
-                    }
-                    stored = converted
-                }
-                ManagedObject.check(stored, against: assignment.attribute) { reason in
-                    failures.append(ValidationFailure(objectID: store.objectID(entity: storage.name, key: key), key: assignment.attribute.name, reason: reason))
-                }
-                record.fields[assignment.field] = stored
-            }
-            guard record.fields != old.fields else { continue }
-            guard record.version < .max else {
-                throw StrataError.corruptRecord(entity: storage.name, primaryKey: key.rawValue, reason: "its version cannot grow any more")
-            }
-            record.version += 1
-            changed.append(key)
-            guard failures.isEmpty else { continue }   // keep checking, write nothing more
-            try txn.pointee.put(RecordCodec.encode(record), forKey: key.encoded, in: rows)
-            try updateIndexes(storage: storage, key: key, old: old, new: record)
-            let reference = RowReference(entityNumber: storage.number, primaryKey: key).encoded
-            for constraint in constraints {
-                let oldEntry = constraint.key(of: old), newEntry = constraint.key(of: record)
-                guard oldEntry != newEntry else { continue }
-                if let newEntry {
-                    let holder = try txn.pointee.withValue(forKey: newEntry, in: constraint.database) { $0.map(Array.init) }
-                    if let holder, holder != reference {
-                        var values: [String: AttributeValue] = [:]
-                        for (name, field) in zip(constraint.attributes, constraint.fields) { values[name] = record.fields[field] }
-                        let existing = holder.withUnsafeBytes { RowReference(encoded: $0) }.flatMap { ref in
-                            store.entityStorage(numbered: ref.entityNumber).map { store.objectID(entity: $0.name, key: ref.primaryKey) }
+        let store = self.store
+        try txn.pointee.withCursor(on: rows) { cursor in
+            var at: UInt64?
+            for key in keys {
+                guard let stored = try cursor.moveToRow(key.rawValue, from: &at) else { continue }
+                // The old values read, and where every field is.
+                for index in old.indices { old[index] = nil }
+                ranges.removeAll(keepingCapacity: true)
+                var fields = RecordCodec.Reader(stored)
+                var version: UInt64 = 0
+                do throws(RecordDecodingError) {
+                    version = try fields.header()
+                    while true {
+                        let start = fields.offset
+                        guard let (number, tag) = try fields.nextField() else { break }
+                        if let position = plan.position(ofField: number) {
+                            old[position] = try fields.value(tag)
+                        } else {
+                            try fields.skip(tag)
                         }
-                        conflicts.append(ConstraintConflict(
-                            entityName: constraint.owner, constraint: constraint.attributes, values: values,
-                            objectIDs: [store.objectID(entity: storage.name, key: key)], existingObjectID: existing))
-                        continue
+                        ranges.append((number, start..<fields.offset))
                     }
-                    try txn.pointee.put(reference, forKey: newEntry, in: constraint.database)
+                } catch {
+                    throw StrataError.corruptRecord(entity: storage.name, primaryKey: key.rawValue, reason: error.reason)
                 }
-                if let oldEntry {
-                    let holder = try txn.pointee.withValue(forKey: oldEntry, in: constraint.database) { $0.map(Array.init) }
-                    if holder == reference { try txn.pointee.delete(forKey: oldEntry, in: constraint.database) }
+                var differs = false
+                for (index, assignment) in assignments.enumerated() {
+                    let value = try plan.value(of: index, for: key, oldValues: old, store: store)
+                    ManagedObject.check(value, against: assignment.attribute) { reason in
+                        failures.append(ValidationFailure(objectID: store.objectID(entity: storage.name, key: key), key: assignment.attribute.name, reason: reason))
+                    }
+                    new[index] = value
+                    if value != old[plan.assignedPositions[index]] { differs = true }
+                }
+                guard differs else { continue }
+                guard version < .max else {
+                    throw StrataError.corruptRecord(entity: storage.name, primaryKey: key.rawValue, reason: "its version cannot grow any more")
+                }
+                changed.append(key)
+                guard failures.isEmpty else { continue }   // keep checking, write nothing more
+                // The new record: the header, then every field in number order, the set
+                // ones encoded, the others copied.
+                buffer.removeAll(keepingCapacity: true)
+                RecordCodec.appendHeader(version: version + 1, to: &buffer)
+                var next = 0
+                for (number, range) in ranges {
+                    while next < plan.fieldOrder.count, assignments[plan.fieldOrder[next]].field <= number {
+                        let index = plan.fieldOrder[next]
+                        if let value = new[index] { RecordCodec.appendField(assignments[index].field, value, to: &buffer) }
+                        next += 1
+                    }
+                    if next == 0 || assignments[plan.fieldOrder[next - 1]].field != number {
+                        buffer.append(contentsOf: UnsafeRawBufferPointer(rebasing: stored[range]))   // not set: copied
+                    }
+                }
+                for order in next..<plan.fieldOrder.count {
+                    let index = plan.fieldOrder[order]
+                    if let value = new[index] { RecordCodec.appendField(assignments[index].field, value, to: &buffer) }
+                }
+                var keyBytes = key.rawValue.bigEndian
+                try withUnsafeBytes(of: &keyBytes) { encodedKey in
+                    try buffer.withUnsafeBytes { record in try cursor.replaceCurrent(key: encodedKey, with: record) }
+                }
+                // Index entries of the set attributes that changed.
+                for (index, database, kind) in plan.indexes {
+                    let oldPart = IndexLayout.valuePart(old[plan.assignedPositions[index]], kind: kind)
+                    let newPart = IndexLayout.valuePart(new[index], kind: kind)
+                    guard oldPart != newPart else { continue }
+                    if let oldPart { try txn.pointee.delete(forKey: oldPart + key.encoded, in: database) }
+                    if let newPart { try txn.pointee.put([UInt8](), forKey: newPart + key.encoded, in: database) }
+                }
+                // Unique entries of the constraints on set attributes.
+                guard !plan.constraints.isEmpty else { continue }
+                let reference = RowReference(entityNumber: storage.number, primaryKey: key).encoded
+                for constraint in plan.constraints {
+                    let oldEntry = constraint.key { slot in plan.position(ofSlot: slot).flatMap { old[$0] } }
+                    let newEntry = constraint.key { slot in
+                        if let index = plan.assignmentIndex(ofSlot: slot) { return new[index] }
+                        return plan.position(ofSlot: slot).flatMap { old[$0] }
+                    }
+                    guard oldEntry != newEntry else { continue }
+                    if let newEntry {
+                        let holder = try txn.pointee.withValue(forKey: newEntry, in: constraint.database) { $0.map(Array.init) }
+                        if let holder, holder != reference {
+                            var values: [String: AttributeValue] = [:]
+                            for (name, slot) in zip(constraint.attributes, constraint.slots) {
+                                values[name] = plan.assignmentIndex(ofSlot: slot).map { new[$0] } ?? plan.position(ofSlot: slot).flatMap { old[$0] }
+                            }
+                            let existing = holder.withUnsafeBytes { RowReference(encoded: $0) }.flatMap { ref in
+                                store.entityStorage(numbered: ref.entityNumber).map { store.objectID(entity: $0.name, key: ref.primaryKey) }
+                            }
+                            conflicts.append(ConstraintConflict(
+                                entityName: constraint.owner, constraint: constraint.attributes, values: values,
+                                objectIDs: [store.objectID(entity: storage.name, key: key)], existingObjectID: existing))
+                            continue
+                        }
+                        try txn.pointee.put(reference, forKey: newEntry, in: constraint.database)
+                    }
+                    if let oldEntry {
+                        let holder = try txn.pointee.withValue(forKey: oldEntry, in: constraint.database) { $0.map(Array.init) }
+                        if holder == reference { try txn.pointee.delete(forKey: oldEntry, in: constraint.database) }
+                    }
                 }
             }
         }
@@ -195,7 +243,8 @@ extension StoreWriter {
 
     /// What deleting a set of rows does to the rows they relate to.
     struct DeletePlan {
-        /// Every row deleted, the requested ones first, then what cascades reach.
+        /// Every row to delete, the requested ones first, then what cascades reach (a
+        /// row of an entity without relationships may turn out not to be stored).
         var rows: [RowReference] = []
         /// The rows left in place whose relationship (named) must stop pointing at a
         /// deleted row: one-to-one partners and one-to-many members under nullify.
@@ -232,7 +281,7 @@ extension StoreWriter {
             }
             guard !deleted.contains(row), let storage = store.entityStorage(numbered: row.entityNumber) else { continue }
             guard storage.hasRelationships else {
-                guard try reader.version(at: row.primaryKey, of: storage) != nil else { continue }
+                // Nothing to follow: whether it is stored is found when it is deleted.
                 deleted.insert(row)
                 plan.rows.append(row)
                 continue
@@ -292,14 +341,28 @@ extension StoreWriter {
     }
 
     /// Carries out `plan`: deletes its rows (with their index entries, unique entries and
-    /// links), then nullifies.
+    /// links), then nullifies. Rows of an entity without relationships are deleted a
+    /// run at a time through one cursor, in key order, decoding only their indexed and
+    /// constrained fields.
     ///
-    /// - Returns: the rows whose records the nullify rewrote, each with the relationship
-    ///   it emptied.
-    mutating func delete(_ plan: DeletePlan) throws -> [(row: RowReference, relationship: String)] {
+    /// - Returns: the rows deleted (those found), and the rows whose records the nullify
+    ///   rewrote, each with the relationship it emptied.
+    mutating func delete(_ plan: DeletePlan) throws -> (deleted: [RowReference], rewritten: [(row: RowReference, relationship: String)]) {
+        var deleted: [RowReference] = []
+        var plain: [UInt16: [PrimaryKey]] = [:]
         for row in plan.rows {
             guard let storage = store.entityStorage(numbered: row.entityNumber) else { continue }
-            _ = try delete(store.objectID(entity: storage.name, key: row.primaryKey), expectedVersion: nil)
+            if storage.hasRelationships {
+                if try delete(store.objectID(entity: storage.name, key: row.primaryKey), expectedVersion: nil) { deleted.append(row) }
+            } else {
+                plain[row.entityNumber, default: []].append(row.primaryKey)
+            }
+        }
+        for (entity, keys) in plain.sorted(by: { $0.key < $1.key }) {
+            guard let storage = store.entityStorage(numbered: entity) else { continue }
+            for key in try deleteRows(keys.sorted { $0.rawValue < $1.rawValue }, of: storage) {
+                deleted.append(RowReference(entityNumber: entity, primaryKey: key))
+            }
         }
         var rewritten: [(row: RowReference, relationship: String)] = []
         for (row, relationship, from) in plan.nullified {
@@ -311,7 +374,69 @@ extension StoreWriter {
             else { continue }
             if try pointToOne(row, relationship: relationship, at: nil).changed { rewritten.append((row, relationship)) }
         }
-        return rewritten
+        return (deleted, rewritten)
+    }
+
+    /// Deletes the stored rows of `keys` (ascending) of an entity without relationships,
+    /// through one cursor, with their index and unique entries.
+    ///
+    /// - Returns: the keys of the rows that were stored.
+    private mutating func deleteRows(_ keys: [PrimaryKey], of storage: EntityStorage) throws -> [PrimaryKey] {
+        guard let rows = storage.rows else { return [] }
+        // The fields to decode: indexed attributes and constrained ones.
+        var wanted = [Int](repeating: -1, count: Int(storage.fields.keys.max() ?? 0) + 1)   // by field number
+        var slotsRead: [Int] = []
+        for slot in storage.indexedSlots + storage.constraints.flatMap(\.slots) {
+            guard let field = storage.attributes[slot].field, wanted[Int(field)] < 0 else { continue }
+            wanted[Int(field)] = slotsRead.count
+            slotsRead.append(slot)
+        }
+        func position(_ field: UInt32?) -> Int? {
+            guard let field, Int(field) < wanted.count, wanted[Int(field)] >= 0 else { return nil }
+            return wanted[Int(field)]
+        }
+        var values = [AttributeValue?](repeating: nil, count: slotsRead.count)
+        var deleted: [PrimaryKey] = []
+        deleted.reserveCapacity(keys.count)
+        let txn = reader.transaction
+        try txn.pointee.withCursor(on: rows) { cursor in
+            var at: UInt64?
+            for key in keys {
+                guard let stored = try cursor.moveToRow(key.rawValue, from: &at) else { continue }
+                for index in values.indices { values[index] = nil }
+                if !slotsRead.isEmpty {
+                    var fields = RecordCodec.Reader(stored)
+                    do throws(RecordDecodingError) {
+                        _ = try fields.header()
+                        while let (number, tag) = try fields.nextField() {
+                            if let position = position(number) { values[position] = try fields.value(tag) } else { try fields.skip(tag) }
+                        }
+                    } catch {
+                        throw StrataError.corruptRecord(entity: storage.name, primaryKey: key.rawValue, reason: error.reason)
+                    }
+                }
+                try cursor.deleteCurrent()
+                // The cursor stays where the row was: its next step reaches the row after it
+                // (LMDB's cursor_del leaves the cursor so that MDB_NEXT returns that row).
+                deleted.append(key)
+                for slot in storage.indexedSlots {
+                    guard let index = storage.attributes[slot].index, let kind = storage.attributes[slot].indexKind,
+                          let field = storage.attributes[slot].field,
+                          let entry = IndexLayout.key(position(field).flatMap { values[$0] }, kind: kind, primaryKey: key)
+                    else { continue }
+                    try txn.pointee.delete(forKey: entry, in: index)
+                }
+                guard !storage.constraints.isEmpty else { continue }
+                let reference = RowReference(entityNumber: storage.number, primaryKey: key).encoded
+                for constraint in storage.constraints {
+                    guard let entry = constraint.key({ slot in position(storage.attributes[slot].field).flatMap { values[$0] } })
+                    else { continue }
+                    let holder = try txn.pointee.withValue(forKey: entry, in: constraint.database) { $0.map(Array.init) }
+                    if holder == reference { try txn.pointee.delete(forKey: entry, in: constraint.database) }
+                }
+            }
+        }
+        return deleted
     }
 }
 
@@ -319,4 +444,119 @@ extension StoreWriter {
 private struct UnlinkedKey: Hashable {
     let row: RowReference
     let relationship: String
+}
+
+/// What a batch update of one entity reads and writes, worked out once for all its rows.
+/// A class: every row reads it, and a struct would be copied into the closures that do.
+private final class BatchUpdatePlan {
+    let storage: EntityStorage
+    let assignments: [StoreWriter.BatchAssignment]
+    /// The fields whose old values are decoded: the set ones, those the expressions read
+    /// and the other attributes of constraints on set ones.
+    private(set) var readFields: [UInt32] = []
+    /// By field number: the position in ``readFields``, or -1.
+    private var positions: [Int] = []
+    /// For each assignment, the position of its field's old value.
+    private(set) var assignedPositions: [Int] = []
+    /// The assignments in field number order (indices into `assignments`).
+    let fieldOrder: [Int]
+    /// Each assignment's expression, compiled against the read values' positions.
+    private(set) var compiled: [UpdateExpression.Compiled] = []
+    /// Whether an assignment's value is the same for every row (converted once).
+    private(set) var isConstant: [Bool] = []
+    /// The indexed set attributes: assignment, index database, key kind.
+    private(set) var indexes: [(Int, Database, IndexKeyKind)] = []
+    /// The uniqueness constraints with a set attribute.
+    let constraints: [StoredConstraint]
+    /// By attribute slot: the assignment that sets it, or -1.
+    private let assignmentBySlot: [Int]
+
+    init(storage: EntityStorage, assignments: [StoreWriter.BatchAssignment]) throws {
+        self.storage = storage
+        self.assignments = assignments
+        fieldOrder = assignments.indices.sorted { assignments[$0].field < assignments[$1].field }
+        let setSlots = Set(assignments.map(\.slot))
+        constraints = storage.constraints.filter { !setSlots.isDisjoint(with: $0.slots) }
+        var bySlot = Array(repeating: -1, count: storage.attributes.count)
+        for (index, assignment) in assignments.enumerated() { bySlot[assignment.slot] = index }
+        assignmentBySlot = bySlot
+        positions = Array(repeating: -1, count: Int(storage.fields.keys.max() ?? 0) + 1)
+        for assignment in assignments { assignedPositions.append(read(assignment.field)) }
+        for (index, assignment) in assignments.enumerated() {
+            let compiled = try assignment.expression.compiled(for: assignment.attribute, entityName: storage.name) { name in
+                guard let slot = storage.attributeSlot(named: name), let field = storage.attributes[slot].field else { return nil }
+                return read(field)
+            }
+            if case .value(let value) = compiled {
+                self.compiled.append(.value(try Self.stored(value, for: assignment, in: storage, row: nil)))
+                isConstant.append(true)
+            } else {
+                self.compiled.append(compiled)
+                isConstant.append(false)
+            }
+            if let database = storage.attributes[assignment.slot].index, let kind = storage.attributes[assignment.slot].indexKind {
+                indexes.append((index, database, kind))
+            }
+        }
+        for constraint in constraints {
+            for slot in constraint.slots {
+                if let field = storage.attributes[slot].field { _ = read(field) }
+            }
+        }
+    }
+
+    /// Adds `field` to the fields read; its position.
+    private func read(_ field: UInt32) -> Int {
+        if Int(field) < positions.count, positions[Int(field)] >= 0 { return positions[Int(field)] }
+        if Int(field) >= positions.count { positions += Array(repeating: -1, count: Int(field) + 1 - positions.count) }
+        positions[Int(field)] = readFields.count
+        readFields.append(field)
+        return readFields.count - 1
+    }
+
+    /// The position of field `number`'s old value, if it is read.
+    func position(ofField number: UInt32) -> Int? {
+        Int(number) < positions.count && positions[Int(number)] >= 0 ? positions[Int(number)] : nil
+    }
+
+    /// The position of attribute `slot`'s old value, if it is read.
+    func position(ofSlot slot: Int) -> Int? {
+        storage.attributes[slot].field.flatMap(position(ofField:))
+    }
+
+    /// The assignment that sets attribute `slot`, if one does.
+    func assignmentIndex(ofSlot slot: Int) -> Int? {
+        assignmentBySlot[slot] >= 0 ? assignmentBySlot[slot] : nil
+    }
+
+    /// Assignment `index`'s new value for row `key`, whose read values are `oldValues`,
+    /// stored in the attribute's type.
+    func value(of index: Int, for key: PrimaryKey, oldValues: [AttributeValue?], store: StoreFile) throws -> AttributeValue? {
+        if isConstant[index], case .value(let value) = compiled[index] { return value }
+        let assignment = assignments[index]
+        let value: AttributeValue?
+        do {
+            value = try compiled[index].evaluate(oldValues)
+        } catch let error as UpdateExpression.EvaluationError {
+            throw StrataError.typeMismatch(
+                key: assignment.attribute.name, entity: storage.name, expected: assignment.attribute.type.swiftTypeName,
+                actual: "\(assignment.expression) for \(store.objectID(entity: storage.name, key: key)): \(error.message)")
+        }
+        guard let value else { return nil }
+        if assignment.attribute.type.accepts(value) { return value }   // most often: no conversion
+        return try Self.stored(value, for: assignment, in: storage, row: store.objectID(entity: storage.name, key: key))
+    }
+
+    /// `value` in `assignment`'s attribute type.
+    private static func stored(
+        _ value: AttributeValue?, for assignment: StoreWriter.BatchAssignment, in storage: EntityStorage, row: ManagedObjectID?
+    ) throws -> AttributeValue? {
+        guard let value else { return nil }
+        guard let converted = UpdateExpression.stored(value, as: assignment.attribute.type) else {
+            throw StrataError.typeMismatch(
+                key: assignment.attribute.name, entity: storage.name, expected: assignment.attribute.type.swiftTypeName,
+                actual: "\(value.kindName) \(value) from \(assignment.expression)\(row.map { " for \($0)" } ?? "")")
+        }
+        return converted
+    }
 }
