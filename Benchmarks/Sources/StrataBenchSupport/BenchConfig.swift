@@ -88,6 +88,7 @@ public struct BenchConfig: Sendable {
         (7, "upsert"),
         (8, "migration"),
         (9, "batch requests"),
+        (9, "batch requests, remote-change watch"),
     ]
 
     /// Whether scenario `number` runs: its part called `name`, or any of its parts when

@@ -36,7 +36,8 @@ public final class BenchRun {
         if config.runs(6) { try runParentChild() }
         if config.runs(7) { try runUpserts() }
         if config.runs(8) { try runMigration() }
-        if config.runs(9) { try runBatchRequests() }
+        if config.runs(9, "batch requests") { try runBatchRequests() }
+        if config.runs(9, "batch requests, remote-change watch") { try runWatchCost() }
         populated = nil
     }
 

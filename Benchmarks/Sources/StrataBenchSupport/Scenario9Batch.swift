@@ -184,3 +184,46 @@ extension BenchRun {
         return request
     }
 }
+
+extension BenchRun {
+    /// Scenario 9's last part (issue 24): what watching a store for other processes'
+    /// commits costs while nothing happens. The process's CPU time (user + system) over an
+    /// idle window, with nobody watching and with an iterator of `remoteChanges` at a
+    /// 50 ms and a 5 ms polling interval.
+    func runWatchCost() throws {
+        let window = config.quick ? 1.0 : 5.0
+        log("Scenario 9: idle cost of watching for remote changes (\(window) s windows)...")
+        try withDirectory("watch") { directory in
+            let path = directory.path
+            let store = try waitFor { try await StrataStore.open(at: path, durability: .noSync, tracksHistory: true) }
+            func cpuSeconds() -> Double {
+                var usage = rusage()
+                getrusage(RUSAGE_SELF, &usage)
+                return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+            }
+            func idle() -> Double {
+                let start = cpuSeconds()
+                Thread.sleep(forTimeInterval: window)
+                return (cpuSeconds() - start) / window
+            }
+            let baseline = idle()
+            var watched: [(Duration, Double)] = []
+            for interval in [Duration.milliseconds(50), .milliseconds(5)] {
+                store.coordinator.remoteChangePollingInterval = interval
+                let coordinator = store.coordinator
+                let listener = Task { for await _ in coordinator.remoteChanges {} }
+                Thread.sleep(forTimeInterval: 0.2)
+                watched.append((interval, idle()))
+                listener.cancel()
+                Thread.sleep(forTimeInterval: 0.2)
+            }
+            let at50 = watched[0].1, at5 = watched[1].1
+            report.add(ReportRow(
+                "9 · watching one store for remote changes, idle: CPU time per second (50 ms interval)",
+                [.strata: .time(at50)],
+                note: String(
+                    format: "CPU ms per s: not watching %.3f, watching at 50 ms %.3f, at 5 ms %.3f (the process's user + system time over %.0f s idle)",
+                    baseline * 1000, at50 * 1000, at5 * 1000, window)))
+        }
+    }
+}

@@ -3,7 +3,7 @@ import StrataLMDB
 
 /// A request that reads or trims persistent history (Core Data's
 /// `NSPersistentHistoryChangeRequest`), run by
-/// ``PersistentStoreCoordinator/execute(_:)`` or ``ManagedObjectContext/execute(_:)``.
+/// ``PersistentStoreCoordinator/execute(_:)-(PersistentHistoryChangeRequest)`` or ``ManagedObjectContext/execute(_:)-(PersistentHistoryChangeRequest)``.
 ///
 /// ```swift
 /// var request = PersistentHistoryChangeRequest.fetchHistory(after: lastToken)
@@ -143,7 +143,7 @@ extension PersistentStoreCoordinator {
 }
 
 extension ManagedObjectContext {
-    /// Runs `request` through the context's coordinator (``PersistentStoreCoordinator/execute(_:)``).
+    /// Runs `request` through the context's coordinator (``PersistentStoreCoordinator/execute(_:)-(PersistentHistoryChangeRequest)``).
     ///
     /// - Throws: ``StrataError/noCoordinator`` for a context without one; the
     ///   coordinator's errors.

@@ -29,6 +29,7 @@ public struct RemoteChange: Sendable, Hashable {
 /// (``PersistentStoreCoordinator/remoteChanges``): each iterator gets every change raised
 /// after it was made, in order, until it is dropped or its task is cancelled.
 public struct RemoteChanges: AsyncSequence, Sendable {
+    /// A remote change.
     public typealias Element = RemoteChange
 
     let monitor: RemoteChangeMonitor
