@@ -106,6 +106,9 @@ extension BenchRun {
         /// Strata: each batch's stored objects fetched by code (an indexed `IN`), updated,
         /// the others inserted, saved under `.error`.
         case strataFetch
+        /// Strata: a `BatchInsertRequest` per batch (the objects handler filling typed
+        /// objects) under `.mergeByPropertyObjectTrump`: no context at all.
+        case strataBatch
         /// Raw LMDB: the unique-code database looked up, the row put, in one write
         /// transaction per batch.
         case raw
@@ -119,6 +122,7 @@ extension BenchRun {
             switch self {
             case .strataMerge: "Strata, inserts under .mergeByPropertyObjectTrump"
             case .strataFetch: "Strata, fetch by code then update or insert (.error)"
+            case .strataBatch: "Strata, BatchInsertRequest under .mergeByPropertyObjectTrump"
             case .raw: "raw LMDB"
             case .grdb: "GRDB record upsert"
             case .grdbStatement: "GRDB cached upsert statement"
@@ -166,6 +170,7 @@ extension BenchRun {
             (.strataMerge, .grdb, "Strata inserts under `.mergeByPropertyObjectTrump`; GRDB record `upsert(db)`"),
             (.strataFetch, .grdb, "Strata fetch by code then update or insert, `.error`; GRDB record `upsert(db)`"),
             (.strataMerge, .grdbStatement, "Strata inserts under `.mergeByPropertyObjectTrump`; GRDB cached `INSERT ... ON CONFLICT DO UPDATE` statement"),
+            (.strataBatch, .grdbStatement, "Strata `BatchInsertRequest` under `.mergeByPropertyObjectTrump` (no context); GRDB cached `INSERT ... ON CONFLICT DO UPDATE` statement"),
         ]
         for (strataWriter, grdbWriter, how) in rows {
             let strata = times[strataWriter]!, grdb = times[grdbWriter]!
@@ -201,6 +206,34 @@ extension BenchRun {
     ) throws -> Double {
         let preload = plan.preloadRecords
         switch writer {
+        case .strataBatch:
+            let path = directory.appending("store")
+            let store = try waitFor { try await StrataStore.open(at: path, durability: .noSync, model: Upserts.strataModel) }
+            try store.makeContext(name: "preload").performAndWait { context in
+                try StrataWork.preloadUpserts(preload, indexed: false, in: context)
+            }
+            let seconds = try timed {
+                for batch in batches {
+                    var index = 0
+                    var request = BatchInsertRequest(UpsertItem.self) { item in
+                        guard index < batch.count else { return true }
+                        let record = batch[index]
+                        index += 1
+                        item.code = record.code
+                        item.name = record.name
+                        item.score = record.score
+                        item.revision = record.revision
+                        return false
+                    }
+                    request.mergePolicy = .mergeByPropertyObjectTrump
+                    _ = try store.coordinator.execute(request)
+                }
+            }
+            let rows = try store.makeContext(name: "check").performAndWait { context in
+                try StrataWork.upsertRows(indexed: false, in: context)
+            }
+            try plan.check(rows, "Strata (\(writer))")
+            return seconds
         case .strataMerge, .strataFetch:
             let path = directory.appending("store")
             let store = try waitFor { try await StrataStore.open(at: path, durability: .noSync, model: Upserts.strataModel) }

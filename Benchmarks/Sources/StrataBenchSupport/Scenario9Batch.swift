@@ -198,7 +198,7 @@ extension BenchRun {
             let store = try waitFor { try await StrataStore.open(at: path, durability: .noSync, tracksHistory: true) }
             func cpuSeconds() -> Double {
                 var usage = rusage()
-                getrusage(RUSAGE_SELF, &usage)
+                getrusage(RUSAGE_SELF.rawValue, &usage)
                 return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
             }
             func idle() -> Double {
