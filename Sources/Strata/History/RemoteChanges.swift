@@ -107,6 +107,11 @@ final class RemoteChangeMonitor: Sendable {
     /// A monitor with no coordinator yet (``attach(_:)``).
     init() {}
 
+    deinit {
+        // A resumed timer lives until it is cancelled.
+        state.withLock { $0.timer?.cancel() }
+    }
+
     /// Watches `coordinator`'s stores (held weakly: the coordinator owns the monitor).
     func attach(_ coordinator: PersistentStoreCoordinator) {
         state.withLock { $0.coordinator = coordinator }
