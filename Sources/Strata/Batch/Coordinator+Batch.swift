@@ -52,6 +52,13 @@ extension PersistentStoreCoordinator {
         var producer = try BatchRowProducer(request: request, storage: storage)
         var retained: [RetainedRows] = []
         let merging = request.mergePolicy.merges ? SaveMerging(policy: request.mergePolicy, changes: [:]) : nil
+        // Upserts that take a stored row over wholesale are rewritten where the row stands,
+        // without the general merge (an entity without relationships; see upsertRows).
+        let upsertRule: StoreWriter.UpsertRule? = switch request.mergePolicy {
+        case .mergeByPropertyObjectTrump: storage.hasRelationships ? nil : .objectTrump
+        case .overwrite: storage.hasRelationships ? nil : .overwrite
+        default: nil
+        }
         let collectsIDs = request.resultType == .objectIDs || !mergingContexts.alive.isEmpty
         let tracksHistory = store.options.tracksPersistentHistory
         let storedNames = storage.entity.attributes.filter { !$0.isTransient }.map(\.name)
@@ -59,7 +66,11 @@ extension PersistentStoreCoordinator {
             // Runs again from the start after a map growth: everything below is its own.
             var outcome = BatchOutcome()
             var seen = Set<UInt64>()   // rows already counted, when objects may merge into one
-            func write(_ rows: EncodedRows) throws {
+            func write(_ chunk: EncodedRows) throws {
+                var rows = chunk
+                if let upsertRule, !storage.constraints.isEmpty, let upserts = try writer.upsertRows(chunk, storage: storage, rule: upsertRule) {
+                    rows = upserts
+                }
                 let keys: [UInt64]
                 let merge: MergeResult?
                 do {
@@ -70,7 +81,8 @@ extension PersistentStoreCoordinator {
                 for index in rows.rows.indices {
                     guard index < keys.count, let key = PrimaryKey(keys[index]) else { continue }
                     // Field by field: a copy of the whole row costs more than the rest of this.
-                    let upserted = merge != nil && rows.rows[index].objectID.flatMap { merge?.adopted[$0] } != nil
+                    let upserted = !rows.rows[index].isInsert
+                        || (merge != nil && rows.rows[index].objectID.flatMap { merge?.adopted[$0] } != nil)
                     if merging != nil && !seen.insert(keys[index]).inserted {
                         if collectsIDs { outcome.objectIDs.append(store.file.objectID(entity: storage.name, key: key)) }
                         continue   // an earlier object of the request, merged into this one

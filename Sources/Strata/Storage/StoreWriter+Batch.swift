@@ -95,6 +95,176 @@ extension StoreWriter {
         return reference
     }
 
+    // MARK: Upserts
+
+    /// How a batch insert's object that collides with a stored one takes it over.
+    enum UpsertRule {
+        /// Its non-nil values replace the stored ones; a nil keeps the stored value
+        /// (``MergePolicy/mergeByPropertyObjectTrump``).
+        case objectTrump
+        /// Its state replaces the stored one, nils included (``MergePolicy/overwrite``).
+        case overwrite
+    }
+
+    /// Turns each new row of `rows` (a batch insert's chunk, of `storage`, an entity
+    /// without relationships) whose constrained values a stored row of the same entity
+    /// holds into a rewrite of that row by `rule`, at its next version: an upsert written
+    /// where the row stands, without the general merge. Nil, to leave the chunk to the
+    /// general path, when two rows of the chunk share a constrained value, or a value is
+    /// held by a row of another entity, or two constraints name different rows.
+    func upsertRows(_ rows: EncodedRows, storage: EntityStorage, rule: UpsertRule) throws -> EncodedRows? {
+        guard !storage.constraints.isEmpty, !storage.hasRelationships else { return nil }
+        var result = EncodedRows()
+        result.bytes.reserveCapacity(rows.bytes.count)
+        result.rows.reserveCapacity(rows.count)
+        var claimed: [Set<[UInt8]>] = Array(repeating: [], count: storage.constraints.count)
+        let txn = reader.transaction
+        return try rows.bytes.withUnsafeBytes { bytes -> EncodedRows? in
+            for index in rows.rows.indices {
+                let record = UnsafeRawBufferPointer(rebasing: bytes[rows.rows[index].record])
+                let indexValues = UnsafeRawBufferPointer(rebasing: bytes[rows.rows[index].indexValues])
+                var holderKey: PrimaryKey?
+                for (position, constraint) in storage.constraints.enumerated() {
+                    let entry: [UInt8]?
+                    do {
+                        entry = try constraint.key(ofRecord: record)
+                    } catch {
+                        return nil   // the general path reports it
+                    }
+                    guard let entry else { continue }
+                    guard claimed[position].insert(entry).inserted else { return nil }
+                    let holder = try txn.pointee.withValue(forKey: entry, in: constraint.database) { value in
+                        value.flatMap { RowReference(encoded: $0) }
+                    }
+                    guard let holder else { continue }
+                    guard holder.entityNumber == storage.number, holderKey == nil || holderKey == holder.primaryKey else { return nil }
+                    holderKey = holder.primaryKey
+                }
+                var row = rows.rows[index]
+                let start = result.bytes.count
+                if let holderKey, let table = storage.rows {
+                    // The stored row, read in place; the new record written at its next version.
+                    let storedRecord = try txn.pointee.withValue(forKey: holderKey.encoded, in: table) { $0.map(Array.init) }
+                    guard let storedRecord else { return nil }   // an entry naming no row: the general path reports it
+                    let version: UInt64
+                    do {
+                        version = try storedRecord.withUnsafeBytes { stored in try RecordCodec.version(of: stored) }
+                    } catch let error as RecordDecodingError {
+                        throw StrataError.corruptRecord(entity: storage.name, primaryKey: holderKey.rawValue, reason: error.reason)
+                    }
+                    guard version < .max else {
+                        throw StrataError.corruptRecord(entity: storage.name, primaryKey: holderKey.rawValue, reason: "its version cannot grow any more")
+                    }
+                    row.key = holderKey.rawValue
+                    row.baseVersion = version
+                    RecordCodec.appendHeader(version: version + 1, to: &result.bytes)
+                    switch rule {
+                    case .overwrite:
+                        try Self.appendFields(of: record, to: &result.bytes, entity: storage.name, key: holderKey)
+                    case .objectTrump:
+                        try storedRecord.withUnsafeBytes { stored in
+                            try Self.appendFields(of: record, over: stored, to: &result.bytes, entity: storage.name, key: holderKey)
+                        }
+                    }
+                } else {
+                    result.bytes.append(contentsOf: record)
+                }
+                let recordEnd = result.bytes.count
+                if holderKey != nil, case .objectTrump = rule, !storage.indexedSlots.isEmpty {
+                    // The merged record may keep stored values the new one lacked: its index
+                    // values are the merged record's.
+                    let merged = Array(result.bytes[start..<recordEnd])
+                    try merged.withUnsafeBytes { bytes in try Self.appendIndexValues(of: bytes, storage: storage, to: &result.bytes) }
+                } else {
+                    result.bytes.append(contentsOf: indexValues)
+                }
+                row.record = start..<recordEnd
+                row.indexValues = recordEnd..<result.bytes.count
+                result.rows.append(row)
+            }
+            return result
+        }
+    }
+
+    /// Appends the index value parts of `record` (of `storage`) as ``RowEncoder`` writes
+    /// them: one per indexed attribute, each after its length.
+    private static func appendIndexValues(of record: UnsafeRawBufferPointer, storage: EntityStorage, to bytes: inout [UInt8]) throws {
+        var values = [AttributeValue?](repeating: nil, count: storage.attributes.count)
+        var reader = RecordCodec.Reader(record)
+        do {
+            _ = try reader.header()
+            while let (number, tag) = try reader.nextField() {
+                if case .attribute(let slot)? = storage.fields[number], storage.attributes[slot].index != nil {
+                    values[slot] = try reader.value(tag)
+                } else {
+                    try reader.skip(tag)
+                }
+            }
+        } catch {
+            throw StrataError.corruptRecord(entity: storage.name, primaryKey: 0, reason: error.reason)
+        }
+        for slot in storage.indexedSlots {
+            guard let kind = storage.attributes[slot].indexKind else { continue }
+            let part = IndexLayout.valuePart(values[slot], kind: kind) ?? []
+            if part.count >= 0x80 {
+                bytes.append(UInt8(truncatingIfNeeded: part.count) | 0x80)
+                bytes.append(UInt8(part.count >> 7))
+            } else {
+                bytes.append(UInt8(part.count))
+            }
+            bytes.append(contentsOf: part)
+        }
+    }
+
+    /// Appends the fields of `record` (after its header), for row `key` of `entity`.
+    private static func appendFields(of record: UnsafeRawBufferPointer, to bytes: inout [UInt8], entity: String, key: PrimaryKey) throws {
+        var reader = RecordCodec.Reader(record)
+        do {
+            _ = try reader.header()
+        } catch {
+            throw StrataError.corruptRecord(entity: entity, primaryKey: key.rawValue, reason: error.reason)
+        }
+        bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: record[reader.offset...]))
+    }
+
+    /// Appends the fields of `record` and those of `stored` that `record` lacks, in field
+    /// number order: the stored fields under `record`'s.
+    private static func appendFields(
+        of record: UnsafeRawBufferPointer, over stored: UnsafeRawBufferPointer, to bytes: inout [UInt8], entity: String, key: PrimaryKey
+    ) throws {
+        do {
+            try mergeFields(of: record, over: stored, to: &bytes)
+        } catch {
+            throw StrataError.corruptRecord(entity: entity, primaryKey: key.rawValue, reason: error.reason)
+        }
+    }
+
+    private static func mergeFields(
+        of record: UnsafeRawBufferPointer, over stored: UnsafeRawBufferPointer, to bytes: inout [UInt8]
+    ) throws(RecordDecodingError) {
+        var new = RecordCodec.Reader(record), old = RecordCodec.Reader(stored)
+        _ = try new.header()
+        _ = try old.header()
+        /// The next field of `reader`: its number and bytes.
+        func next(_ reader: inout RecordCodec.Reader, in buffer: UnsafeRawBufferPointer) throws(RecordDecodingError) -> (UInt32, UnsafeRawBufferPointer)? {
+            let start = reader.offset
+            guard let (number, tag) = try reader.nextField() else { return nil }
+            try reader.skip(tag)
+            return (number, UnsafeRawBufferPointer(rebasing: buffer[start..<reader.offset]))
+        }
+        var newField = try next(&new, in: record), oldField = try next(&old, in: stored)
+        while newField != nil || oldField != nil {
+            if let (newNumber, newBytes) = newField, oldField.map({ newNumber <= $0.0 }) ?? true {
+                bytes.append(contentsOf: newBytes)
+                if oldField?.0 == newNumber { oldField = try next(&old, in: stored) }
+                newField = try next(&new, in: record)
+            } else if let (_, oldBytes) = oldField {
+                bytes.append(contentsOf: oldBytes)
+                oldField = try next(&old, in: stored)
+            }
+        }
+    }
+
     // MARK: Update
 
     /// One attribute a batch update sets.
