@@ -198,3 +198,35 @@ private final class EventCount: Sendable {
     func increment() { count.withLock { $0 += 1 } }
     var value: Int { count.withLock { $0 } }
 }
+
+/// The child side of the batch-request crash tests: one batch insert of `count` notes
+/// (author `batch`) into a store of the remote-peer model that tracks history, then
+/// `done`. Killed at a crash point (`STRATA_CRASH_POINT`), it leaves the store with all
+/// of the notes and their one history transaction, or with neither.
+public struct BatchWorker: Sendable {
+    public var store: URL
+    public var count: Int
+
+    public init(store: URL, count: Int) {
+        self.store = store
+        self.count = count
+    }
+
+    public func run() async throws {
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: RemotePeerModel.model)
+        _ = try await coordinator.addPersistentStore(type: .lmdb, at: store, options: RemotePeerModel.options)
+        var index = 0
+        let count = self.count
+        let request = BatchInsertRequest(PeerNote.self) { note in
+            guard index < count else { return true }
+            note.author = "batch"
+            note.sequence = Int64(index)
+            index += 1
+            return false
+        }
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        context.transactionAuthor = "batch"
+        _ = try await context.perform { context in try context.execute(request) }
+        "done\n".withCString { _ = write(1, $0, strlen($0)) }
+    }
+}

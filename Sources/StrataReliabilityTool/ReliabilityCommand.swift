@@ -10,6 +10,6 @@ struct ReliabilityCommand: AsyncParsableCommand {
         abstract: "Crash, fault and audit Strata stores: the reliability suite's long runs.",
         subcommands: [
             KillCyclesCommand.self, WorkerCommand.self, PinCommand.self, FaultsCommand.self, OpenProbeCommand.self,
-            MigrationCyclesCommand.self, MigrateWorkerCommand.self, RemotePeerCommand.self,
+            MigrationCyclesCommand.self, MigrateWorkerCommand.self, RemotePeerCommand.self, BatchWorkerCommand.self,
         ])
 }

@@ -85,4 +85,34 @@ struct RemoteChangeTests {
         }
         #expect(inserts.count == 2 * count)
     }
+
+    @Test("a batch insert killed at each crash point of its write leaves all of its rows with their one history transaction, or neither", arguments: ["before-write", "mid-write", "before-commit", "after-commit"])
+    func batchInsertKilled(at point: String) async throws {
+        let directory = TemporaryDirectory()
+        let store = directory.url.appendingPathComponent("batch.strata")
+        do {
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: RemotePeerModel.model)
+            let opened = try await coordinator.addPersistentStore(type: .lmdb, at: store, options: RemotePeerModel.options)
+            try await coordinator.remove(opened)
+        }
+        let count = 20_000
+        let child = try ChildProcess.spawn(
+            reliabilityToolPath(), ["batch-worker", "--store", store.path, "--count", "\(count)"],
+            environment: ["STRATA_CRASH_POINT": "\(point)@1"],
+            outputPath: directory.appending("batch.out"), errorPath: directory.appending("batch.err"))
+        let (ended, _) = await child.ended(atMost: 120)
+        #expect(ended == .signalled(SIGKILL), "\(ended): \(child.errorOutput)")
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: RemotePeerModel.model)
+        _ = try await coordinator.addPersistentStore(type: .lmdb, at: store, options: RemotePeerModel.options)
+        let stored = try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+            try context.count(for: FetchRequest<PeerNote>())
+        }
+        let history = try coordinator.execute(.fetchHistory(after: nil)).transactions
+        let inserts = history.flatMap(\.changes).filter { $0.changeType == .insert }.count
+        let expected = point == "after-commit" ? count : 0
+        #expect(stored == expected, "\(point): \(stored) rows")
+        #expect(inserts == expected && history.count == (expected == 0 ? 0 : 1), "\(point): \(history.count) transactions, \(inserts) inserts")
+        #expect(history.first?.author == (expected == 0 ? nil : "batch"))
+        #expect(try await coordinator.checkIntegrity().isConsistent)
+    }
 }
