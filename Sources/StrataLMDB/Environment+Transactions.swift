@@ -269,7 +269,7 @@ extension Environment {
 
 extension Environment {
     /// How many of the write transactions committed after transaction `after` up to
-    /// `through` (both ids from ``Info/lastTransactionID``) this process committed,
+    /// `through` (both ids from ``EnvironmentInfo/lastTransactionID``) this process committed,
     /// forgetting them: the others were committed by other processes. Exact even for a
     /// commit in progress while it is asked (its id is known before it becomes visible).
     ///
