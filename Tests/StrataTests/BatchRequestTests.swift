@@ -158,25 +158,18 @@ struct BatchRequestTests {
     @Test("bad input fails the whole request with a typed error and writes nothing")
     func insertBadInput() async throws {
         let coordinator = try await Self.coordinator()
-        func fails(_ request: BatchInsertRequest, _ code: StrataError.Code, sourceLocation: SourceLocation = #_sourceLocation) {
-            do {
-                _ = try coordinator.execute(request)
-                Issue.record("expected \(code)", sourceLocation: sourceLocation)
-            } catch let error as StrataError {
-                #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
-            } catch {
-                Issue.record("unexpected \(error)", sourceLocation: sourceLocation)
-            }
+        func fails(_ request: BatchInsertRequest, _ code: StrataError.Code, sourceLocation: SourceLocation = #_sourceLocation) throws {
+            try expectCode(code, sourceLocation: sourceLocation) { _ = try coordinator.execute(request) }
         }
-        fails(BatchInsertRequest(entityName: "Note", objects: [["title": "ok"], ["nope": 1]]), .unknownKey)
-        fails(BatchInsertRequest(entityName: "Note", objects: [["title": "ok"], ["title": 42]]), .typeMismatch)
-        fails(BatchInsertRequest(entityName: "Note", objects: [["title": "ok"], ["title": "x", "priority": 9]]), .validation)
-        fails(BatchInsertRequest(entityName: "Note", objects: [["title": "ok", "folder": "not an ID"]]), .typeMismatch)
-        fails(BatchInsertRequest(entityName: "Person", objects: [["name": "no passport"]]), .validation)
-        fails(BatchInsertRequest(entityName: "Nope", objects: [["title": "x"]]), .noStore)
-        fails(BatchInsertRequest(entityName: "Item", objects: [["title": "abstract"]]), .invalidObjectState)
+        try fails(BatchInsertRequest(entityName: "Note", objects: [["title": "ok"], ["nope": 1]]), .unknownKey)
+        try fails(BatchInsertRequest(entityName: "Note", objects: [["title": "ok"], ["title": 42]]), .typeMismatch)
+        try fails(BatchInsertRequest(entityName: "Note", objects: [["title": "ok"], ["title": "x", "priority": 9]]), .validation)
+        try fails(BatchInsertRequest(entityName: "Note", objects: [["title": "ok", "folder": "not an ID"]]), .typeMismatch)
+        try fails(BatchInsertRequest(entityName: "Person", objects: [["name": "no passport"]]), .validation)
+        try fails(BatchInsertRequest(entityName: "Nope", objects: [["title": "x"]]), .noStore)
+        try fails(BatchInsertRequest(entityName: "Item", objects: [["title": "abstract"]]), .invalidObjectState)
         let missingFolder = ManagedObjectID(store: try #require(coordinator.persistentStores.first).identifier, entityName: "Folder", primaryKey: PrimaryKey(99)!)
-        fails(BatchInsertRequest(entityName: "Note", objects: [["title": "x", "folder": missingFolder]]), .objectNotFound)
+        try fails(BatchInsertRequest(entityName: "Note", objects: [["title": "x", "folder": missingFolder]]), .objectNotFound)
         #expect(try await Self.notes(coordinator).isEmpty)
         #expect(try coordinator.execute(.fetchHistory(after: nil)).transactions.isEmpty)
     }
@@ -369,26 +362,19 @@ struct BatchRequestTests {
     func updateBadInput() async throws {
         let coordinator = try await Self.coordinator()
         _ = try coordinator.execute(BatchInsertRequest(entityName: "Note", objects: (0..<5).map { ["title": "t\($0)", "priority": Int16($0)] }))
-        func update(_ properties: [String: UpdateExpression], _ code: StrataError.Code, sourceLocation: SourceLocation = #_sourceLocation) {
+        func update(_ properties: [String: UpdateExpression], _ code: StrataError.Code, sourceLocation: SourceLocation = #_sourceLocation) throws {
             var request = BatchUpdateRequest(entityName: "Note")
             request.propertiesToUpdate = properties
-            do {
-                _ = try coordinator.execute(request)
-                Issue.record("expected \(code)", sourceLocation: sourceLocation)
-            } catch let error as StrataError {
-                #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
-            } catch {
-                Issue.record("unexpected \(error)", sourceLocation: sourceLocation)
-            }
+            try expectCode(code, sourceLocation: sourceLocation) { _ = try coordinator.execute(request) }
         }
-        update(["priority": try UpdateExpression(format: "priority + 2")], .validation)   // t4 would be 6, above the maximum 5
-        update(["priority": .constant("high")], .typeMismatch)
-        update(["priority": try UpdateExpression(format: "priority / 0")], .typeMismatch)
-        update(["priority": try UpdateExpression(format: "priority * 1.5")], .typeMismatch)
-        update(["nope": .constant(1)], .unknownKey)
-        update(["isSelected": .constant(true)], .unknownKey)
-        update(["priority": try UpdateExpression(format: "missing + 1")], .unknownKey)
-        update(["folder": .constant(nil)], .unknownKey)
+        try update(["priority": try UpdateExpression(format: "priority + 2")], .validation)   // t4 would be 6, above the maximum 5
+        try update(["priority": .constant("high")], .typeMismatch)
+        try update(["priority": try UpdateExpression(format: "priority / 0")], .typeMismatch)
+        try update(["priority": try UpdateExpression(format: "priority * 1.5")], .typeMismatch)
+        try update(["nope": .constant(1)], .unknownKey)
+        try update(["isSelected": .constant(true)], .unknownKey)
+        try update(["priority": try UpdateExpression(format: "missing + 1")], .unknownKey)
+        try update(["folder": .constant(nil)], .unknownKey)
         #expect(try await Self.notes(coordinator).map(\.priority) == [0, 1, 2, 3, 4])
         #expect(try coordinator.execute(.fetchHistory(after: nil)).transactions.count == 1)
 
