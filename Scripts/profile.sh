@@ -83,3 +83,11 @@ coded() {
 }
 report "coded saves, new codes (.error)" "$(coded coded-insert coded-unsaved "$n")" "$(coded coded-insert coded-unsaved "$((2 * n))")"
 report "upsert saves, half colliding" "$(coded upsert upsert-unsaved "$n")" "$(coded upsert upsert-unsaved "$((2 * n))")"
+# The same upserts through a BatchInsertRequest per 1,000 (no context): the whole run at N
+# and 2N, opening the store being the fixed cost that cancels out.
+batched() {
+    local size=$1
+    rm -rf "$work/copy" && cp -r "$work/coded-$size" "$work/copy"
+    instructions batch-upsert "$size" "$work/copy"
+}
+report "batch upserts, half colliding" "$(batched "$n")" "$(batched "$((2 * n))")"

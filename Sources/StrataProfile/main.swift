@@ -29,6 +29,7 @@
 //   strata-profile upsert N DIRECTORY        N new coded objects, half of them with a stored code (N/2..<3N/2),
 //                                            saved 1,000 at a time under .mergeByPropertyObjectTrump
 //   strata-profile upsert-unsaved N DIRECTORY the same, each batch reset instead of saved
+//   strata-profile batch-upsert N DIRECTORY  the same upserts through a BatchInsertRequest per 1,000 (no context)
 //   strata-profile coded-insert N DIRECTORY  N new coded objects with new codes (N..<2N), saved 1,000 at a time
 //   strata-profile coded-unsaved N DIRECTORY the same, each batch reset instead of saved
 //
@@ -364,6 +365,30 @@ func codedInsert(_ codes: Range<Int64>, into directory: String, revision: Int64,
     print("inserted \(codes.count) coded objects\(saving ? "" : " (unsaved)")")
 }
 
+/// Upserts a coded object for each of `codes` through a `BatchInsertRequest` per `batch`
+/// under `.mergeByPropertyObjectTrump`: no context.
+func batchUpsert(_ codes: Range<Int64>, into directory: String, batch: Int = 1000) throws {
+    let coordinator = try openStrata(directory, types: [Coded.self])
+    var code = codes.lowerBound
+    while code < codes.upperBound {
+        let end = min(code + Int64(batch), codes.upperBound)
+        var next = code
+        var request = BatchInsertRequest(Coded.self) { object in
+            guard next < end else { return true }
+            object.code = next
+            object.name = "upserted \(next)"
+            object.score = Double(next) * 2 + 0.5
+            object.revision = 1
+            next += 1
+            return false
+        }
+        request.mergePolicy = .mergeByPropertyObjectTrump
+        _ = try coordinator.execute(request)
+        code = end
+    }
+    print("batch-upserted \(codes.count) coded objects")
+}
+
 /// Opens the store of `import` with version 2 of its model, which adds a required
 /// `edition` with a default: a migration that rewrites every row (issue 23).
 func strataMigrate(_ directory: String) throws {
@@ -398,12 +423,14 @@ do {
         }
     case ("batch-update", 2), ("batch-delete", 2):
         try strataBatchChange(arguments.last!, delete: command == "batch-delete")
-    case ("coded-preload", 3), ("upsert", 3), ("upsert-unsaved", 3), ("coded-insert", 3), ("coded-unsaved", 3):
+    case ("coded-preload", 3), ("upsert", 3), ("upsert-unsaved", 3), ("coded-insert", 3), ("coded-unsaved", 3), ("batch-upsert", 3):
         let rest = Array(arguments.dropFirst())
         guard let count = Int64(rest[0]), count > 1 else { fail("N must be a number above 1") }
         switch command {
         case "coded-preload":
             try codedInsert(0..<count, into: rest[1], revision: 0, policy: .error, saving: true, batch: Int(count))
+        case "batch-upsert":
+            try batchUpsert(count / 2..<count / 2 + count, into: rest[1])
         case "upsert", "upsert-unsaved":
             try codedInsert(count / 2..<count / 2 + count, into: rest[1], revision: 1, policy: .mergeByPropertyObjectTrump, saving: command == "upsert")
         default:

@@ -232,6 +232,29 @@ struct BatchRequestTests {
         }
     }
 
+    @Test("an upsert that changes a second constrained value moves its unique entry, or leaves a taken value to the general merge")
+    func upsertSecondConstraint() async throws {
+        let coordinator = try await Self.coordinator(model: AccountsModel.model)
+        _ = try coordinator.execute(BatchInsertRequest(entityName: "UserAccount", objects: [
+            ["email": "a@x", "region": "eu", "handle": "x"], ["email": "b@x", "region": "eu", "handle": "y"],
+        ]))
+        var move = BatchInsertRequest(entityName: "UserAccount", objects: [["email": "a@x", "region": "eu", "handle": "z"]])
+        move.mergePolicy = .mergeByPropertyObjectTrump
+        move.resultType = .count
+        #expect(try coordinator.execute(move).count == 1)
+        // (eu, x) is free again; (eu, z) is a@x's.
+        _ = try coordinator.execute(BatchInsertRequest(entityName: "UserAccount", objects: [["email": "c@x", "region": "eu", "handle": "x"]]))
+        try expectCode(.constraintConflicts) {
+            _ = try coordinator.execute(BatchInsertRequest(entityName: "UserAccount", objects: [["email": "d@x", "region": "eu", "handle": "z"]]))
+        }
+        // a@x taking b@x's (eu, y): not a rewrite in place; the general merge settles it.
+        var taken = BatchInsertRequest(entityName: "UserAccount", objects: [["email": "a@x", "region": "eu", "handle": "y"]])
+        taken.mergePolicy = .mergeByPropertyObjectTrump
+        _ = try? coordinator.execute(taken)
+        let report = try await coordinator.checkIntegrity()
+        #expect(report.isConsistent, "\(report)")
+    }
+
     @Test("many upserts across chunks: collisions rewritten in place keep indexes, unique indexes and history right")
     func manyUpserts() async throws {
         let model = try ManagedObjectModel(types: [Gadget.self])

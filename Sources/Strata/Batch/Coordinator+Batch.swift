@@ -68,13 +68,15 @@ extension PersistentStoreCoordinator {
             var seen = Set<UInt64>()   // rows already counted, when objects may merge into one
             func write(_ chunk: EncodedRows) throws {
                 var rows = chunk
-                if let upsertRule, !storage.constraints.isEmpty, let upserts = try writer.upsertRows(chunk, storage: storage, rule: upsertRule) {
-                    rows = upserts
-                }
                 let keys: [UInt64]
-                let merge: MergeResult?
+                var merge: MergeResult?
                 do {
-                    (keys, merge) = try writer.apply(rows, deleting: [], checking: [], merging: merging)
+                    if let upsertRule, !storage.constraints.isEmpty, let upserts = try writer.upsertRows(chunk, storage: storage, rule: upsertRule) {
+                        rows = upserts.rows
+                        keys = try writer.writeChecked(rows, deleting: [], unique: upserts.unique)
+                    } else {
+                        (keys, merge) = try writer.apply(rows, deleting: [], checking: [], merging: merging)
+                    }
                 } catch let StoreWriteError.constraintConflict(conflicts) {
                     throw StrataError.constraintConflicts(conflicts)
                 }

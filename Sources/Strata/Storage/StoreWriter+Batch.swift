@@ -109,21 +109,27 @@ extension StoreWriter {
     /// Turns each new row of `rows` (a batch insert's chunk, of `storage`, an entity
     /// without relationships) whose constrained values a stored row of the same entity
     /// holds into a rewrite of that row by `rule`, at its next version: an upsert written
-    /// where the row stands, without the general merge. Nil, to leave the chunk to the
-    /// general path, when two rows of the chunk share a constrained value, or a value is
-    /// held by a row of another entity, or two constraints name different rows.
-    func upsertRows(_ rows: EncodedRows, storage: EntityStorage, rule: UpsertRule) throws -> EncodedRows? {
+    /// where the row stands, without the general merge. Every constrained value is looked
+    /// up here, so the chunk's unique-index changes come with it: the chunk is written by
+    /// ``writeChecked(_:deleting:unique:)`` with no second check (the stored versions were
+    /// read in this transaction). Nil, to leave the chunk to the general path, when two
+    /// rows of the chunk share a constrained value, or a value is held by a row of another
+    /// entity, or two constraints name different rows.
+    func upsertRows(_ rows: EncodedRows, storage: EntityStorage, rule: UpsertRule) throws -> (rows: EncodedRows, unique: UniqueChanges)? {
         guard !storage.constraints.isEmpty, !storage.hasRelationships else { return nil }
+        var unique = UniqueChanges()
         var result = EncodedRows()
         result.bytes.reserveCapacity(rows.bytes.count)
         result.rows.reserveCapacity(rows.count)
         var claimed: [Set<[UInt8]>] = Array(repeating: [], count: storage.constraints.count)
         let txn = reader.transaction
-        return try rows.bytes.withUnsafeBytes { bytes -> EncodedRows? in
+        return try rows.bytes.withUnsafeBytes { bytes -> (rows: EncodedRows, unique: UniqueChanges)? in
             for index in rows.rows.indices {
                 let record = UnsafeRawBufferPointer(rebasing: bytes[rows.rows[index].record])
                 let indexValues = UnsafeRawBufferPointer(rebasing: bytes[rows.rows[index].indexValues])
                 var holderKey: PrimaryKey?
+                var entries: [[UInt8]?] = []
+                entries.reserveCapacity(storage.constraints.count)
                 for (position, constraint) in storage.constraints.enumerated() {
                     let entry: [UInt8]?
                     do {
@@ -131,6 +137,7 @@ extension StoreWriter {
                     } catch {
                         return nil   // the general path reports it
                     }
+                    entries.append(entry)
                     guard let entry else { continue }
                     guard claimed[position].insert(entry).inserted else { return nil }
                     let holder = try txn.pointee.withValue(forKey: entry, in: constraint.database) { value in
@@ -166,8 +173,32 @@ extension StoreWriter {
                             try Self.appendFields(of: record, over: stored, to: &result.bytes, entity: storage.name, key: holderKey)
                         }
                     }
+                    // A value a constraint held by this row that the rewrite changes (a
+                    // second constraint): its entry moves, unless another row holds the new one.
+                    if storage.constraints.count > 1 {
+                        let rewritten = Array(result.bytes[start...])
+                        for constraint in storage.constraints {
+                            let old: [UInt8]?, new: [UInt8]?
+                            do {
+                                old = try storedRecord.withUnsafeBytes { try constraint.key(ofRecord: $0) }
+                                new = try rewritten.withUnsafeBytes { try constraint.key(ofRecord: $0) }
+                            } catch {
+                                return nil
+                            }
+                            guard old != new else { continue }
+                            if let new {
+                                let holder = try txn.pointee.withValue(forKey: new, in: constraint.database) { $0.flatMap { RowReference(encoded: $0) } }
+                                if let holder, holder != RowReference(entityNumber: storage.number, primaryKey: holderKey) { return nil }
+                                unique.additions.append((constraint.database, new, result.rows.count))
+                            }
+                            if let old { unique.removals.append((constraint.database, old, result.rows.count)) }
+                        }
+                    }
                 } else {
                     result.bytes.append(contentsOf: record)
+                    for (constraint, entry) in zip(storage.constraints, entries) {
+                        if let entry { unique.additions.append((constraint.database, entry, result.rows.count)) }
+                    }
                 }
                 let recordEnd = result.bytes.count
                 if holderKey != nil, case .objectTrump = rule, !storage.indexedSlots.isEmpty {
@@ -182,7 +213,7 @@ extension StoreWriter {
                 row.indexValues = recordEnd..<result.bytes.count
                 result.rows.append(row)
             }
-            return result
+            return (result, unique)
         }
     }
 

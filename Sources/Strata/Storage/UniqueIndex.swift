@@ -43,6 +43,7 @@ final class StoredConstraint: Sendable {
     /// its attribute's kind: the write refuses such a value anyway).
     func key(_ value: (Int) -> AttributeValue?) -> [UInt8]? {
         var bytes: [UInt8] = []
+        bytes.reserveCapacity(24)
         for (slot, kind) in zip(slots, kinds) {
             guard let part = value(slot), IndexKeyEncoding.append(part, as: kind, to: &bytes) else { return nil }
         }
