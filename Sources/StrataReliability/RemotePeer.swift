@@ -96,21 +96,25 @@ public struct RemotePeer: Sendable {
             try context.save()
             return tally.objectID
         }
+        // The live context: merges automatically (watching for the other's commits from
+        // now on, before this peer says it is ready), holds the other's tally, and reports
+        // the other's notes as its merges bring them.
+        let live = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "\(name).live")
+        await live.perform { context in
+            context.automaticallyMergesChangesFromParent = true
+            context.retainsRegisteredObjects = true
+        }
+        // Listening before saying ready, too: the other may save as soon as it is told to go.
+        let merges = live.notifications(of: [.didMergeChanges])
         emit("ready")
         while !FileManager.default.fileExists(atPath: go) { try await Task.sleep(for: .milliseconds(5)) }
 
-        // The live context: merges automatically, holds the other's tally, and reports the
-        // other's notes as its merges bring them.
-        let live = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "\(name).live")
         let otherTallyID = try await live.perform { context in
-            context.automaticallyMergesChangesFromParent = true
-            context.retainsRegisteredObjects = true
             var request = FetchRequest<PeerTally>()
             request.predicate = try FetchPredicate(format: "author == %@", other)
             return try context.fetch(request).first?.objectID
         }
         let seen = SeenNotes()
-        let merges = live.notifications(of: [.didMergeChanges])
         let watcher = Task {
             for await merge in merges {
                 let arrived = Date()

@@ -73,7 +73,7 @@ struct RemoteChangeMonitorTests {
         #expect(!monitor.isWatching)
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         await context.perform { $0.automaticallyMergesChangesFromParent = true }
-        #expect(try await Self.eventually { monitor.isWatching })
+        #expect(monitor.isWatching)   // started before the setter returned
         await context.perform { $0.automaticallyMergesChangesFromParent = false }
         #expect(try await Self.eventually { !monitor.isWatching })
         let listener = Task { for await _ in coordinator.remoteChanges {} }

@@ -152,10 +152,17 @@ final class RemoteChangeMonitor: Sendable {
         queue.async { [weak self] in self?.reconcile() }
     }
 
-    /// Starts or stops watching, soon, as the coordinator's automatically merging
-    /// contexts come and go.
+    /// Starts or stops watching as the coordinator's automatically merging contexts come
+    /// and go: a start before returning (so that a commit another process makes after a
+    /// context turned merging on is merged), a stop soon after. (Safe to wait for: a look
+    /// never waits for a context, it only schedules their merges.)
     func update() {
-        queue.async { [weak self] in self?.reconcile() }
+        let (coordinator, watching) = state.withLock { ($0.coordinator, $0.timer != nil) }
+        if !watching, let coordinator, !coordinator.mergingContexts.alive.isEmpty {
+            queue.sync { reconcile() }
+        } else {
+            queue.async { [weak self] in self?.reconcile() }
+        }
     }
 
     /// On the monitor's queue: starts the timer when someone listens (an iterator, or a
