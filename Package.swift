@@ -18,6 +18,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         // Property-based tests (Tests/StrataTests/PropertyBased*.swift) only.
         .package(url: "https://github.com/x-sheep/swift-property-based", exact: "2.0.1"),
+        // The server ecosystem's logging API (a small API package; the application picks the backend).
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         // Debian's liblmdb-dev. Only StrataLMDB imports this module.
@@ -40,7 +42,10 @@ let package = Package(
         .target(name: "CStrataRuntime"),
         .target(
             name: "Strata",
-            dependencies: ["StrataLocks", "StrataExecution", "StrataLMDB", "CStrataRuntime"]
+            dependencies: [
+                "StrataLocks", "StrataExecution", "StrataLMDB", "CStrataRuntime",
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .target(name: "StrataTesting", dependencies: ["StrataLocks"]),
         // libFuzzer target for the record decoder: `make fuzz` (replays files when built normally).
@@ -75,6 +80,8 @@ let package = Package(
             dependencies: [
                 "Strata", "StrataExecution", "StrataLocks", "StrataTesting",
                 .product(name: "PropertyBased", package: "swift-property-based"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "InMemoryLogging", package: "swift-log"),
             ]
         ),
         .testTarget(

@@ -23,6 +23,19 @@ public struct StoreRequest {
     }
 
     let kind: Kind
+
+    /// The request's kind and entity, for logs.
+    var logDescription: (kind: String, entity: String) {
+        switch kind {
+        case .insert(let request): ("batch insert", request.entityName)
+        case .update(let request): ("batch update", request.entityName)
+        case .delete(let request):
+            switch request.target {
+            case .fetch(let fetch): ("batch delete", fetch.entityName)
+            case .objectIDs(let ids): ("batch delete", ids.first?.entityName ?? "")
+            }
+        }
+    }
 }
 
 /// What a batch request returns (Core Data's `NSBatchInsertRequestResultType` and its

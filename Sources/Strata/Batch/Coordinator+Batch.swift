@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import StrataLMDB
 
 extension PersistentStoreCoordinator {
@@ -31,12 +32,25 @@ extension PersistentStoreCoordinator {
     /// Runs `request`, recording `author` and `contextName` in persistent history.
     nonisolated func executeBatch(_ request: StoreRequest, author: String?, contextName: String?) throws -> PersistentStoreResult {
         let history = BatchHistory(author: author, contextName: contextName)
-        return try StoreFile.translatingStorageErrors {
-            switch request.kind {
-            case .insert(let insert): try batchInsert(insert, history: history)
-            case .update(let update): try batchUpdate(update, history: history)
-            case .delete(let delete): try batchDelete(delete, history: history)
+        let (kind, entity) = request.logDescription
+        var metadata: Logger.Metadata = ["strata.request": "\(kind)", "strata.entity": "\(entity)"]
+        if let contextName { metadata["strata.context"] = "\(contextName)" }
+        if let author { metadata["strata.author"] = "\(author)" }
+        do {
+            let result = try StoreFile.translatingStorageErrors {
+                switch request.kind {
+                case .insert(let insert): try batchInsert(insert, history: history)
+                case .update(let update): try batchUpdate(update, history: history)
+                case .delete(let delete): try batchDelete(delete, history: history)
+                }
             }
+            logger.debug("batch request written", metadata: metadata)
+            return result
+        } catch {
+            metadata["strata.error"] = "\((error as? StrataError)?.code.description ?? "\(type(of: error))")"
+            metadata["strata.error.description"] = "\(error)"
+            logger.debug("batch request failed", metadata: metadata)
+            throw error
         }
     }
 

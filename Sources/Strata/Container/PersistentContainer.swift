@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 internal import StrataLocks
 
 /// A model, a coordinator, its stores and the contexts that work on them, set up in one
@@ -45,11 +46,13 @@ public final class PersistentContainer: Sendable {
 
     /// A container named `name` for `managedObjectModel`, with one store description:
     /// an LMDB store at `<defaultDirectoryURL()>/<name>.strata`. Nothing is opened
-    /// or created until ``loadPersistentStores()``.
-    public init(name: String, managedObjectModel: ManagedObjectModel) {
+    /// or created until ``loadPersistentStores()``. Its coordinator logs to `logger` (by
+    /// default the caller's task-local `Logger.current`; see
+    /// ``PersistentStoreCoordinator/logger``).
+    public init(name: String, managedObjectModel: ManagedObjectModel, logger: Logger = Logger.current) {
         self.name = name
         self.managedObjectModel = managedObjectModel
-        persistentStoreCoordinator = PersistentStoreCoordinator(managedObjectModel: managedObjectModel)
+        persistentStoreCoordinator = PersistentStoreCoordinator(managedObjectModel: managedObjectModel, logger: logger)
         let viewContext = ManagedObjectContext(.mainQueue, name: "viewContext")
         self.viewContext = viewContext
         var state = ContainerState(descriptions: [Self.defaultStoreDescription(name: name)])

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 /// What one save asks of one store.
 struct StoreSave: Sendable {
@@ -185,8 +186,18 @@ extension PersistentStoreCoordinator {
         // a later save of the same rows and put an older row back (issue 19).
         for request in batch {
             switch request.result {
-            case .success(let outcome)?: cacheSavedRows(request.saves, outcome: outcome)
-            case .failure?, nil: evictRows(of: request.saves)
+            case .success(let outcome)?:
+                cacheSavedRows(request.saves, outcome: outcome)
+                if outcome.merge.settled > 0 {
+                    logger.debug("save settled conflicts", metadata: Self.logMetadata(of: request.saves).merging([
+                        "strata.conflicts": "\(outcome.merge.settled)",
+                    ]) { $1 })
+                }
+            case .failure(let error)?:
+                evictRows(of: request.saves)
+                logger.debug("save failed", metadata: Self.logMetadata(of: request.saves, error: error))
+            case nil:
+                evictRows(of: request.saves)
             }
         }
     }
@@ -329,5 +340,24 @@ extension ObjectSnapshot {
         guard replaced else { return mapped }
         var seen = Set<ManagedObjectID>()
         return mapped.filter { seen.insert($0).inserted }
+    }
+}
+
+extension PersistentStoreCoordinator {
+    /// Log metadata of a save: its stores, the saving context and author when the save
+    /// records history, and the error it failed with.
+    static func logMetadata(of saves: [StoreSave], error: (any Error)? = nil) -> Logger.Metadata {
+        var metadata: Logger.Metadata = [:]
+        if let store = saves.first?.store { metadata = store.logMetadata }
+        if saves.count > 1 { metadata["strata.stores"] = "\(saves.count)" }
+        if let history = saves.first?.history {
+            if let name = history.contextName { metadata["strata.context"] = "\(name)" }
+            if let author = history.author { metadata["strata.author"] = "\(author)" }
+        }
+        if let error {
+            metadata["strata.error"] = "\((error as? StrataError)?.code.description ?? "\(type(of: error))")"
+            metadata["strata.error.description"] = "\(error)"
+        }
+        return metadata
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import StrataLMDB
 
 /// One store a ``PersistentStoreCoordinator`` reads and writes: an LMDB environment in a
@@ -178,5 +179,12 @@ private final class ScratchDirectory: Sendable {
     deinit {
         // The environment's files stay valid while open (Linux keeps unlinked files).
         try? FileManager.default.removeItem(at: url)
+    }
+}
+
+extension PersistentStore {
+    /// The store's path and identifier as log metadata.
+    var logMetadata: Logger.Metadata {
+        ["strata.store": "\(url?.path ?? "(in memory)")", "strata.store.id": "\(identifier)"]
     }
 }

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Logging
 internal import StrataLocks
 
 /// The root of every context chain: it owns the stores, reads them for contexts and
@@ -34,6 +35,8 @@ public actor PersistentStoreCoordinator {
     /// The root contexts that merge this coordinator's saves by themselves
     /// (`automaticallyMergesChangesFromParent`), held weakly.
     nonisolated let mergingContexts = WeakContexts()
+    /// See ``logger``.
+    private nonisolated let loggerValue: LockedValue<Logger>
     /// Watches the stores for other processes' commits (``remoteChanges``).
     nonisolated let remoteChangeMonitor = RemoteChangeMonitor()
     /// The open query generations, shared by the contexts pinned to them.
@@ -45,9 +48,12 @@ public actor PersistentStoreCoordinator {
     /// queue, so that opening a store (file I/O) never blocks Swift's cooperative pool.
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
-    /// A coordinator of stores of `managedObjectModel`, with no store yet.
-    public init(managedObjectModel: ManagedObjectModel) {
+    /// A coordinator of stores of `managedObjectModel`, with no store yet, logging to
+    /// `logger` (by default the task-local `Logger.current` of the caller: the
+    /// application's logger when it bound one with swift-log's `withLogger`).
+    public init(managedObjectModel: ManagedObjectModel, logger: Logger = Logger.current) {
         self.managedObjectModel = managedObjectModel
+        loggerValue = LockedValue(logger)
         writeQueue = DispatchQueue(label: "strata.coordinator.write")
         executor = CoordinatorExecutor(queue: DispatchQueue(label: "strata.coordinator"))
         remoteChangeMonitor.attach(self)
@@ -125,11 +131,26 @@ public actor PersistentStoreCoordinator {
             throw .incompatibleStore(
                 store: store.url?.path ?? "(in memory)", reason: "a store with the same UUID (\(store.identifier)) is already added")
         }
+        logger.debug("store opened", metadata: store.logMetadata.merging([
+            "strata.store.type": "\(store.type)", "strata.store.read_only": "\(options.readOnly)",
+            "strata.store.history": "\(options.tracksPersistentHistory)",
+            "strata.model.version": "\(managedObjectModel.versionIdentifier ?? "")",
+        ]) { $1 })
         return store
     }
 
     /// The stores, in the order they were added.
     public nonisolated var persistentStores: [PersistentStore] { registry.withLock { $0 } }
+
+    /// Where the coordinator logs (swift-log): stores opened and removed, saves and batch
+    /// requests that failed (with the error's code, the saving context and author),
+    /// conflicts its merge policies settled, other processes' commits; at `debug`, with
+    /// `strata.*` metadata (store path and identifier), so that a process that never set
+    /// up logging sees none of it. Settable from any thread.
+    public nonisolated var logger: Logger {
+        get { loggerValue.withLock { $0 } }
+        set { loggerValue.withLock { $0 = newValue } }
+    }
 
     /// Removes `store`: its objects can no longer be fetched or saved through this
     /// coordinator (contexts that hold them keep them in memory).
@@ -142,7 +163,10 @@ public actor PersistentStoreCoordinator {
             stores.remove(at: index)
             return true
         }
-        if removed { rowCache.removeRows(ofStore: store.identifier) }
+        if removed {
+            rowCache.removeRows(ofStore: store.identifier)
+            logger.debug("store removed", metadata: store.logMetadata)
+        }
         if !removed {
             throw .incompatibleStore(store: store.description, reason: "it is not a store of this coordinator")
         }

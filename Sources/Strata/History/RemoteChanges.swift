@@ -255,6 +255,12 @@ final class RemoteChangeMonitor: Sendable {
         }
         coordinator.mergeIntoContexts(merged)
         for change in changes {
+            if let store = stores.first(where: { $0.identifier == change.storeIdentifier }) {
+                coordinator.logger.debug("other processes committed", metadata: store.logMetadata.merging([
+                    "strata.commits": "\(change.commits.map(String.init) ?? "unknown")",
+                    "strata.history.token": "\(change.historyToken.map { "\($0.sequence)" } ?? "none")",
+                ]) { $1 })
+            }
             for subscriber in subscribers { subscriber.yield(change) }
         }
     }

@@ -1,0 +1,81 @@
+import Foundation
+import InMemoryLogging
+import Logging
+@testable import Strata
+import StrataTesting
+import Testing
+
+/// What the coordinator logs (swift-log), to the logger it was given or the caller's
+/// task-local one: stores opened and removed, saves and batch requests that failed, with
+/// `strata.*` metadata.
+@Suite("Logging")
+struct LoggingTests {
+    static func logger(level: Logger.Level = .trace) -> (Logger, InMemoryLogHandler) {
+        var handler = InMemoryLogHandler()
+        handler.logLevel = level
+        let logger = Logger(label: "strata-tests") { _ in handler }
+        return (logger, handler)
+    }
+
+    @Test("opening and removing a store, a save that fails on a conflict and a batch request that fails are logged with the store, context, author and error")
+    func coordinatorEvents() async throws {
+        let (logger, handler) = Self.logger()
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: AccountsModel.model, logger: logger)
+        var options = CoordinatorStoreTests.options
+        options.tracksPersistentHistory = true
+        let store = try await coordinator.addPersistentStore(type: .inMemory, options: options)
+        let opened = try #require(handler.entries.first { $0.message == "store opened" })
+        #expect(opened.level == .debug)
+        #expect(opened.metadata["strata.store.id"] == "\(store.identifier)")
+        #expect(opened.metadata["strata.store.history"] == "true")
+
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "signup")
+        context.transactionAuthor = "web"
+        try await context.perform { context in
+            let first = UserAccount()
+            first.email = "a@x"
+            try context.insert(first)
+            try context.save()
+            let second = UserAccount()
+            second.email = "a@x"
+            try context.insert(second)
+            #expect(throws: StrataError.self) { try context.save() }
+        }
+        let failed = try #require(handler.entries.first { $0.message == "save failed" })
+        #expect(failed.level == .debug)
+        #expect(failed.metadata["strata.error"] == "constraintConflicts")
+        #expect(failed.metadata["strata.context"] == "signup" && failed.metadata["strata.author"] == "web")
+
+        #expect(throws: StrataError.self) {
+            _ = try coordinator.execute(BatchInsertRequest(entityName: "UserAccount", objects: [["nope": 1]]))
+        }
+        let batch = try #require(handler.entries.first { $0.message == "batch request failed" })
+        #expect(batch.metadata["strata.error"] == "unknownKey" && batch.metadata["strata.request"] == "batch insert")
+        _ = try coordinator.execute(BatchInsertRequest(entityName: "UserAccount", objects: [["email": "b@x"]]))
+        #expect(handler.entries.contains { $0.message == "batch request written" && $0.level == .debug })
+
+        try await coordinator.remove(store)
+        #expect(handler.entries.contains { $0.message == "store removed" && $0.metadata["strata.store.id"] == "\(store.identifier)" })
+        // Nothing above debug: a process that never set up logging (swift-log's default
+        // handler prints info and above) sees nothing from Strata.
+        #expect(handler.entries.allSatisfy { $0.level <= .debug })
+    }
+
+    @Test("a coordinator made inside withLogger logs to that task-local logger, its metadata included")
+    func taskLocalLogger() async throws {
+        let (logger, handler) = Self.logger(level: .debug)
+        let coordinator = try await withLogger(logger) { _ in
+            try await withLogger(mergingMetadata: ["request.id": "r1"]) { _ in
+                let coordinator = PersistentStoreCoordinator(managedObjectModel: NotesModel.model)
+                try await coordinator.addPersistentStore(type: .inMemory, options: CoordinatorStoreTests.options)
+                return coordinator
+            }
+        }
+        #expect(handler.entries.contains { $0.message == "store opened" && $0.metadata["request.id"] == "r1" })
+        // Settable afterwards.
+        let (other, otherHandler) = Self.logger()
+        coordinator.logger = other
+        try await coordinator.addPersistentStore(type: .inMemory, options: CoordinatorStoreTests.options)
+        #expect(otherHandler.entries.count == 1)
+    }
+}
