@@ -78,4 +78,31 @@ struct LoggingTests {
         try await coordinator.addPersistentStore(type: .inMemory, options: CoordinatorStoreTests.options)
         #expect(otherHandler.entries.count == 1)
     }
+
+    @Test("a store migrated as it opens is logged with the versions and stages")
+    func migrationIsLogged() async throws {
+        let directory = TemporaryDirectory()
+        let version1 = try ManagedObjectModel(entities: [
+            EntityDescription(name: "Thing", attributes: [AttributeDescription(name: "title", type: .string, isOptional: true)]),
+        ], versionIdentifier: "1")
+        let version2 = try ManagedObjectModel(entities: [
+            EntityDescription(name: "Thing", attributes: [
+                AttributeDescription(name: "title", type: .string, isOptional: true),
+                AttributeDescription(name: "rank", type: .integer64, isOptional: false, defaultValue: .integer(0)),
+            ]),
+        ], versionIdentifier: "2")
+        do {
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: version1)
+            let store = try await coordinator.addPersistentStore(at: directory.url, options: CoordinatorStoreTests.options)
+            try await coordinator.remove(store)
+        }
+        let (logger, handler) = Self.logger(level: .debug)
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: version2, logger: logger)
+        try await coordinator.addPersistentStore(at: directory.url, options: CoordinatorStoreTests.options)
+        let migrated = try #require(handler.entries.first { $0.message == "store migrated" })
+        #expect(migrated.level == .debug)
+        #expect(migrated.metadata["strata.migration.from"] == "version 1" && migrated.metadata["strata.migration.to"] == "version 2",
+                "\(migrated.metadata)")
+        #expect(handler.entries.map(\.message) == ["store migrated", "store opened"])
+    }
 }

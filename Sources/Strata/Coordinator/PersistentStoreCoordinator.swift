@@ -131,6 +131,12 @@ public actor PersistentStoreCoordinator {
             throw .incompatibleStore(
                 store: store.url?.path ?? "(in memory)", reason: "a store with the same UUID (\(store.identifier)) is already added")
         }
+        if let migration = store.file.migration {
+            logger.debug("store migrated", metadata: store.logMetadata.merging([
+                "strata.migration.from": "\(migration.from)", "strata.migration.to": "\(migration.to)",
+                "strata.migration.stages": "\(migration.stages.joined(separator: "; "))",
+            ]) { $1 })
+        }
         logger.debug("store opened", metadata: store.logMetadata.merging([
             "strata.store.type": "\(store.type)", "strata.store.read_only": "\(options.readOnly)",
             "strata.store.history": "\(options.tracksPersistentHistory)",
@@ -142,11 +148,13 @@ public actor PersistentStoreCoordinator {
     /// The stores, in the order they were added.
     public nonisolated var persistentStores: [PersistentStore] { registry.withLock { $0 } }
 
-    /// Where the coordinator logs (swift-log): stores opened and removed, saves and batch
-    /// requests that failed (with the error's code, the saving context and author),
-    /// conflicts its merge policies settled, other processes' commits; at `debug`, with
-    /// `strata.*` metadata (store path and identifier), so that a process that never set
-    /// up logging sees none of it. Settable from any thread.
+    /// Where the coordinator logs (swift-log), with `strata.*` metadata (the store's path
+    /// and identifier): stores opened, migrated as they opened (the versions and stages)
+    /// and removed, saves and batch requests that failed (the error's code, the saving
+    /// context and author), conflicts its merge policies settled and other processes'
+    /// commits. All at `debug` for now, so that a process that never set up logging
+    /// (swift-log's default handler prints `info` and above to standard output) sees none
+    /// of it. Settable from any thread.
     public nonisolated var logger: Logger {
         get { loggerValue.withLock { $0 } }
         set { loggerValue.withLock { $0 = newValue } }

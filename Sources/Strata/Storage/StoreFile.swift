@@ -57,6 +57,8 @@ final class StoreFile: Sendable {
     let hasUniquenessConstraints: Bool
     /// The last transaction id whose model hash ``checkModelUnchanged(_:)`` read.
     let checkedTransaction = Atomic<Int>(0)
+    /// The lightweight migration the open ran, if it ran one: the versions and stages.
+    let migration: (from: String, to: String, stages: [String])?
 
     /// The store's UUID.
     var identifier: UUID { metadata.identifier }
@@ -117,7 +119,7 @@ final class StoreFile: Sendable {
         // From here on, damage LMDB meets while opening the databases is a corrupt store too.
         do {
             if verifyingPages { try StoreFile.storage { try environment.verifyPages() } }
-            (metadata, metadataDatabase, historyDatabase, entities) = try Self.open(
+            (metadata, metadataDatabase, historyDatabase, entities, self.migration) = try Self.open(
                 environment, model: model, readOnly: configuration.readOnly, path: path, migration: migration)
         } catch {
             throw Self.damage(error, at: path)
@@ -152,14 +154,16 @@ final class StoreFile: Sendable {
     /// Reads (or, new, writes) the metadata of the store in `environment` and opens its databases.
     private static func open(
         _ environment: Environment, model: ManagedObjectModel, readOnly: Bool, path: String, migration: MigrationSettings
-    ) throws(StrataError) -> (StoreMetadata, Database, Database, [String: EntityStorage]) {
+    ) throws(StrataError) -> (StoreMetadata, Database, Database, [String: EntityStorage], (from: String, to: String, stages: [String])?) {
         var metadata: StoreMetadata
+        var migrated: (from: String, to: String, stages: [String])?
         if var existing = try StoreFile.existingMetadata(in: environment, path: path) {
             if existing.modelVersionHash != model.versionHash && migration.migratesAutomatically && !readOnly {
                 // Planned in full before anything is written, then one write transaction.
                 let migrator = try StoreMigration(existing: existing, model: model, settings: migration, path: path)
                 try migrator.run(in: environment, storeIdentifier: existing.identifier)
                 existing = migrator.metadata(after: existing)
+                migrated = (migrator.fromVersion, migrator.toVersion, migrator.names)
             } else if existing.modelVersionHash == model.versionHash && !readOnly {
                 // The same stored structure: what the hash leaves out may still differ.
                 if existing.storedModel == nil {
@@ -217,7 +221,7 @@ final class StoreFile: Sendable {
         for entity in model.entities {
             entities[entity.name] = try EntityStorage(entity, in: model, schema: metadata.schema, opener: opener)
         }
-        return (metadata, metadataDatabase, historyDatabase, entities)
+        return (metadata, metadataDatabase, historyDatabase, entities, migrated)
     }
 
     /// The number of databases a store of `model` uses.
