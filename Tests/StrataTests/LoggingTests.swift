@@ -105,4 +105,31 @@ struct LoggingTests {
                 "\(migrated.metadata)")
         #expect(handler.entries.map(\.message) == ["store migrated", "store opened"])
     }
+
+    @Test("a save or a batch request made inside a withLogger scope logs to that logger, with its metadata, not the coordinator's")
+    func requestLoggerFlows() async throws {
+        let (coordinatorLogger, coordinatorHandler) = Self.logger()
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: AccountsModel.model, logger: coordinatorLogger)
+        try await coordinator.addPersistentStore(type: .inMemory, options: CoordinatorStoreTests.options)
+        let (requestLogger, requestHandler) = Self.logger()
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try await withLogger(requestLogger) { _ in
+            try await withLogger(mergingMetadata: ["request.id": "r7"]) { _ in
+                try await context.perform { context in
+                    let first = UserAccount(), second = UserAccount()
+                    first.email = "same@x"
+                    second.email = "same@x"
+                    try context.insert(first)
+                    try context.insert(second)
+                    #expect(throws: StrataError.self) { try context.save() }
+                }
+                #expect(throws: StrataError.self) {
+                    _ = try coordinator.execute(BatchInsertRequest(entityName: "UserAccount", objects: [["nope": 1]]))
+                }
+            }
+        }
+        #expect(requestHandler.entries.contains { $0.message == "save failed" && $0.metadata["request.id"] == "r7" })
+        #expect(requestHandler.entries.contains { $0.message == "batch request failed" && $0.metadata["request.id"] == "r7" })
+        #expect(!coordinatorHandler.entries.contains { $0.message == "save failed" || $0.message == "batch request failed" })
+    }
 }

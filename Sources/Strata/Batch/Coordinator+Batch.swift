@@ -32,6 +32,7 @@ extension PersistentStoreCoordinator {
     /// Runs `request`, recording `author` and `contextName` in persistent history.
     nonisolated func executeBatch(_ request: StoreRequest, author: String?, contextName: String?) throws -> PersistentStoreResult {
         let history = BatchHistory(author: author, contextName: contextName)
+        let logger = Logger.boundCurrent ?? self.logger
         let (kind, entity) = request.logDescription
         var metadata: Logger.Metadata = ["strata.request": "\(kind)", "strata.entity": "\(entity)"]
         if let contextName { metadata["strata.context"] = "\(contextName)" }

@@ -189,13 +189,13 @@ extension PersistentStoreCoordinator {
             case .success(let outcome)?:
                 cacheSavedRows(request.saves, outcome: outcome)
                 if outcome.merge.settled > 0 {
-                    logger.debug("save settled conflicts", metadata: Self.logMetadata(of: request.saves).merging([
+                    (request.saverLogger ?? logger).debug("save settled conflicts", metadata: Self.logMetadata(of: request.saves).merging([
                         "strata.conflicts": "\(outcome.merge.settled)",
                     ]) { $1 })
                 }
             case .failure(let error)?:
                 evictRows(of: request.saves)
-                logger.debug("save failed", metadata: Self.logMetadata(of: request.saves, error: error))
+                (request.saverLogger ?? logger).debug("save failed", metadata: Self.logMetadata(of: request.saves, error: error))
             case nil:
                 evictRows(of: request.saves)
             }
@@ -359,5 +359,14 @@ extension PersistentStoreCoordinator {
             metadata["strata.error.description"] = "\(error)"
         }
         return metadata
+    }
+}
+
+extension Logger {
+    /// The task-local `Logger.current` when the running task bound one with `withLogger`;
+    /// nil when it is swift-log's unbound default (whose label is empty, by design).
+    static var boundCurrent: Logger? {
+        let current = Logger.current
+        return current.label.isEmpty ? nil : current
     }
 }

@@ -1,4 +1,5 @@
 internal import StrataLocks
+import Logging
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -67,6 +68,9 @@ final class PendingSave: Identifiable, @unchecked Sendable {
     let condition: ConditionLock.Condition
     /// The outcome or the error, once written. Guarded by `lock`.
     private var _result: Result<SaveOutcome, any Error>?
+    /// The saver's task-local logger when its task bound one (a request's, say): what
+    /// the save's own log entries go to, whichever saver's thread writes the group.
+    let saverLogger: Logger?
 
     /// A save of `saves` for the write groups `groups`.
     init(_ saves: [StoreSave], pinning: Bool, in groups: WriteGroups) {
@@ -74,6 +78,7 @@ final class PendingSave: Identifiable, @unchecked Sendable {
         self.pinning = pinning
         lock = groups.lock
         condition = groups.lock.makeCondition()
+        saverLogger = Logger.boundCurrent
     }
 
     /// The outcome or the error; set on the write queue.

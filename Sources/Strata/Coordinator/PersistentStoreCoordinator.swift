@@ -155,6 +155,10 @@ public actor PersistentStoreCoordinator {
     /// commits. All at `debug` for now, so that a process that never set up logging
     /// (swift-log's default handler prints `info` and above to standard output) sees none
     /// of it. Settable from any thread.
+    ///
+    /// A save or a batch request logs to its caller's task-local `Logger.current` instead
+    /// when the caller bound one (`withLogger`, a request's logger with its metadata, say),
+    /// even when another saver's thread writes it in a group commit.
     public nonisolated var logger: Logger {
         get { loggerValue.withLock { $0 } }
         set { loggerValue.withLock { $0 = newValue } }
