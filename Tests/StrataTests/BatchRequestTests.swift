@@ -315,7 +315,12 @@ struct BatchRequestTests {
             ["title": "n2", "folder": inbox],
         ])
         notes.resultType = .objectIDs
-        let inserted = try #require(try coordinator.execute(notes).objectIDs)
+        let noteResult = try coordinator.execute(notes)
+        let inserted = try #require(noteResult.objectIDs)
+        // The folder both notes joined is one update, once, in the result and in history.
+        #expect(noteResult.changes[ManagedObjectContext.NotificationKey.updatedObjectIDs.rawValue].map(Set.init) == [inbox, tag])
+        let noteHistory = try #require(try coordinator.execute(.fetchHistory(after: nil)).transactions.last)
+        #expect(noteHistory.changes.filter { $0.changedObjectID == inbox }.map(\.updatedProperties) == [["notes"]])
         var folder = BatchInsertRequest(entityName: "Folder", objects: [["name": "Moved", "notes": [old]]])
         folder.resultType = .objectIDs
         let folderResult = try coordinator.execute(folder)

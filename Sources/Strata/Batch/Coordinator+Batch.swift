@@ -81,6 +81,10 @@ extension PersistentStoreCoordinator {
             // Runs again from the start after a map growth: everything below is its own.
             var outcome = BatchOutcome()
             var seen = Set<UInt64>()   // rows already counted, when objects may merge into one
+            // Rows whose relationships the new rows changed, gathered over the whole request
+            // and recorded once each (many new notes of one folder update the folder once).
+            var touched: [(row: RowReference, relationship: String)] = []
+            var inserted = Set<RowReference>()
             func write(_ chunk: EncodedRows) throws {
                 var rows = chunk
                 let keys: [UInt64]
@@ -116,9 +120,9 @@ extension PersistentStoreCoordinator {
                             updatedProperties: upserted ? storedNames : []))
                     }
                     if let relationships = rows.rows[index].relationships {
-                        let touched = try writer.linkInverses(
-                            ofNewRow: RowReference(entityNumber: rows.rows[index].entity, primaryKey: key), storage: storage, values: relationships)
-                        outcome.touch(touched, in: store.file, collectingIDs: collectsIDs, history: tracksHistory)
+                        let row = RowReference(entityNumber: rows.rows[index].entity, primaryKey: key)
+                        if !upserted { inserted.insert(row) }
+                        touched += try writer.linkInverses(ofNewRow: row, storage: storage, values: relationships)
                     }
                 }
             }
@@ -127,6 +131,7 @@ extension PersistentStoreCoordinator {
                 retained.append(RetainedRows(rows))
                 try write(rows)
             }
+            outcome.touch(touched.filter { !inserted.contains($0.row) }, in: store.file, collectingIDs: collectsIDs, history: tracksHistory)
             outcome.historyToken = try recordBatchHistory(outcome.history, history: history, store: store, writer: writer)
             return outcome
         }
