@@ -132,4 +132,48 @@ struct LoggingTests {
         #expect(requestHandler.entries.contains { $0.message == "batch request failed" && $0.metadata["request.id"] == "r7" })
         #expect(!coordinatorHandler.entries.contains { $0.message == "save failed" || $0.message == "batch request failed" })
     }
+
+    @Test("a map growth is logged at debug once, and a pinned generation that advanced past its maximum age at info")
+    func storeStateIsLogged() async throws {
+        let (logger, handler) = Self.logger()
+        let directory = TemporaryDirectory()
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: NotesModel.model, logger: logger)
+        var options = CoordinatorStoreTests.options
+        options.mapSize = 1 << 20   // 1 MiB: the saves below need more
+        try await coordinator.addPersistentStore(type: .lmdb, at: directory.url, options: options)
+        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try await writer.perform { context in
+            for round in 0..<4 {
+                for index in 0..<2_000 {
+                    let note = Note()
+                    note.title = "a fairly long title so that the rows need room \(round) \(index)"
+                    try context.insert(note)
+                }
+                try context.save()
+                context.reset()
+            }
+        }
+        let growths = handler.entries.filter { $0.message == "store map grew" }
+        #expect(!growths.isEmpty && growths.allSatisfy { $0.level == .debug })
+        // Once per growth: the count in the entries rises.
+        let counts = growths.compactMap { $0.metadata["strata.map.growths"].flatMap { Int("\($0)") } }
+        #expect(counts == counts.sorted() && Set(counts).count == counts.count)
+        #expect(growths.allSatisfy { Int("\($0.metadata["strata.map.size"] ?? "0")") ?? 0 > 1 << 20 })
+
+        // A pinned generation (it would stop the map from growing, so taken after).
+        let pinned = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try await pinned.perform { context in
+            try context.setQueryGenerationFrom(.current)
+            _ = try context.count(for: FetchRequest<Note>())
+        }
+        _ = try await ContextReference.saveNotes([("late", 1)], on: coordinator)
+        coordinator.queryGenerationAgePolicy = .advance(after: .nanoseconds(1))
+        let count = try await pinned.perform { try $0.count(for: FetchRequest<Note>()) }
+        #expect(count == 8_001)
+        let advanced = try #require(handler.entries.first { $0.message == "query generation past its maximum age advanced" })
+        #expect(advanced.level == .info)
+        #expect(advanced.metadata["strata.generation.maximum_age"] == "\(Duration.nanoseconds(1))")
+        // Nothing else at info: the run had no failure that went untold.
+        #expect(handler.entries.filter { $0.level >= .info }.count == 1)
+    }
 }

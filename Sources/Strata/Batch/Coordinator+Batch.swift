@@ -308,6 +308,7 @@ extension PersistentStoreCoordinator {
         if store.options.readOnly { throw StrataError.readOnlyStore(store.description) }
         guard persistentStores.contains(store) else { throw StrataError.noStore(entity: store.entityNames.sorted().first ?? "?") }
         return try writeQueue.sync {
+            defer { noteState(of: store, logger: Logger.boundCurrent ?? logger) }
             do {
                 let result = try store.file.write(body)
                 writeGroups.didCommit(saves: 1, failed: 0)

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 /// Which query generation a context reads (DESIGN.md "Query generations").
 enum GenerationPin {
@@ -45,12 +46,18 @@ extension ObjectGraph {
             return generation
         case .pinned(let lease):
             let generation = lease.generation
-            let policy = try coordinator.queryGenerationAgePolicy
+            let coordinator = try self.coordinator
+            let policy = coordinator.queryGenerationAgePolicy
             guard let maximumAge = policy.maximumAge else { return generation }
             let age = generation.age
             guard age > maximumAge else { return generation }
             if case .fail = policy { throw .queryGenerationExpired(generation.token, age: age, maximumAge: maximumAge) }
             let newest = try coordinator.newestGeneration()
+            // Nothing is thrown for an advance: the log tells that reads moved on.
+            (Logger.boundCurrent ?? coordinator.logger).info("query generation past its maximum age advanced", metadata: [
+                "strata.generation": "\(generation.token)", "strata.generation.current": "\(newest.token)",
+                "strata.generation.age": "\(age)", "strata.generation.maximum_age": "\(maximumAge)",
+            ])
             generationPin = .pinned(GenerationLease(newest))
             expiredGenerations.append(ExpiredGeneration(expired: generation.token, current: newest.token))
             return newest

@@ -184,7 +184,11 @@ extension PersistentStoreCoordinator {
         // The row cache learns the commits here, in commit order, before the next write
         // job starts: a saver updating it after leaving the write queue could land after
         // a later save of the same rows and put an older row back (issue 19).
+        var noted = Set<ObjectIdentifier>()
         for request in batch {
+            for save in request.saves where noted.insert(ObjectIdentifier(save.store)).inserted {
+                noteState(of: save.store, logger: request.saverLogger ?? logger)
+            }
             switch request.result {
             case .success(let outcome)?:
                 cacheSavedRows(request.saves, outcome: outcome)
@@ -241,6 +245,12 @@ extension PersistentStoreCoordinator {
                 return results
             }
         } catch {
+            // A recoverable failure nobody is told of: each save gets its own verdict.
+            (requests[0].saverLogger ?? logger).info("group commit failed, writing its saves alone", metadata: store.logMetadata.merging([
+                "strata.group.size": "\(requests.count)",
+                "strata.error": "\((error as? StrataError)?.code.description ?? "\(type(of: error))")",
+                "strata.error.description": "\(error)",
+            ]) { $1 })
             for request in requests { writeAlone(request) }
             return
         }
@@ -359,6 +369,34 @@ extension PersistentStoreCoordinator {
             metadata["strata.error.description"] = "\(error)"
         }
         return metadata
+    }
+}
+
+extension PersistentStoreCoordinator {
+    /// Logs what a write changed in `store`'s state, once each: a map growth (debug:
+    /// the file grew, as designed) and the store turning terminal (info: every later
+    /// save and read of it fails, while only the save that hit the failure was told).
+    nonisolated func noteState(of store: PersistentStore, logger: Logger) {
+        let environment = store.file.environment
+        let growths = environment.mapGrowthCount
+        let terminal = environment.terminalError
+        let (grew, turned) = store.loggedState.withLock { state -> (Bool, Bool) in
+            let grew = growths > state.mapGrowths
+            let turned = terminal != nil && !state.terminal
+            state.mapGrowths = max(state.mapGrowths, growths)
+            state.terminal = state.terminal || terminal != nil
+            return (grew, turned)
+        }
+        if grew {
+            logger.debug("store map grew", metadata: store.logMetadata.merging([
+                "strata.map.size": "\(environment.info.mapSize)", "strata.map.growths": "\(growths)",
+            ]) { $1 })
+        }
+        if turned, let terminal {
+            logger.info("store became unusable", metadata: store.logMetadata.merging([
+                "strata.error": "\(terminal.name)", "strata.error.description": "\(terminal.message)",
+            ]) { $1 })
+        }
     }
 }
 

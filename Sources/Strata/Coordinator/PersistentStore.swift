@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import StrataLMDB
+internal import StrataLocks
 
 /// One store a ``PersistentStoreCoordinator`` reads and writes: an LMDB environment in a
 /// directory, or an in-memory one that behaves exactly the same.
@@ -115,6 +116,9 @@ public final class PersistentStore: Sendable, Hashable, CustomStringConvertible 
 
     let file: StoreFile
     private let scratch: ScratchDirectory?
+    /// What the coordinator has logged of the store's state: map growths and whether it
+    /// went terminal (``PersistentStoreCoordinator/noteState(of:logger:)``).
+    let loggedState = LockedValue(LoggedStoreState())
 
     init(type: StoreType, url: URL?, configurationName: String?, options: Options, model: ManagedObjectModel) throws(StrataError) {
         self.type = type
@@ -180,6 +184,14 @@ private final class ScratchDirectory: Sendable {
         // The environment's files stay valid while open (Linux keeps unlinked files).
         try? FileManager.default.removeItem(at: url)
     }
+}
+
+/// What a coordinator has logged of a store's state.
+struct LoggedStoreState {
+    /// The environment's map growths already logged.
+    var mapGrowths = 0
+    /// Whether the terminal state was logged.
+    var terminal = false
 }
 
 extension PersistentStore {

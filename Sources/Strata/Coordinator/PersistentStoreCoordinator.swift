@@ -137,6 +137,14 @@ public actor PersistentStoreCoordinator {
                 "strata.migration.stages": "\(migration.stages.joined(separator: "; "))",
             ]) { $1 })
         }
+        let stale = store.file.environment.staleReadersClearedAtOpen
+        if stale > 0 {
+            // Recovered, and nobody to tell but the log: dead processes held reader slots.
+            logger.info("stale readers of dead processes cleared", metadata: store.logMetadata.merging([
+                "strata.readers.cleared": "\(stale)",
+            ]) { $1 })
+        }
+        store.loggedState.withLock { $0.mapGrowths = store.file.environment.mapGrowthCount }
         logger.debug("store opened", metadata: store.logMetadata.merging([
             "strata.store.type": "\(store.type)", "strata.store.read_only": "\(options.readOnly)",
             "strata.store.history": "\(options.tracksPersistentHistory)",
@@ -149,12 +157,20 @@ public actor PersistentStoreCoordinator {
     public nonisolated var persistentStores: [PersistentStore] { registry.withLock { $0 } }
 
     /// Where the coordinator logs (swift-log), with `strata.*` metadata (the store's path
-    /// and identifier): stores opened, migrated as they opened (the versions and stages)
-    /// and removed, saves and batch requests that failed (the error's code, the saving
-    /// context and author), conflicts its merge policies settled and other processes'
-    /// commits. All at `debug` for now, so that a process that never set up logging
-    /// (swift-log's default handler prints `info` and above to standard output) sees none
-    /// of it. Settable from any thread.
+    /// and identifier, the saving context and author, the error's code). Settable from
+    /// any thread.
+    ///
+    /// Levels follow swift-log's guidance for libraries: nothing above `info`, and `info`
+    /// only for what went wrong that no caller is told of by an error:
+    /// - `info`: a store that became unusable (terminal: only the save that hit the
+    ///   failure got the error), a pinned query generation past its maximum age that
+    ///   advanced (``QueryGenerationAgePolicy/advance(after:)``), a group commit that
+    ///   failed and wrote its saves alone, stale reader slots of dead processes cleared at
+    ///   open, other processes' history that could not be read.
+    /// - `debug`: stores opened, migrated as they opened (the versions and stages) and
+    ///   removed, map growths, saves and batch requests that failed (their callers got
+    ///   the error), conflicts merge policies settled, batch requests written, other
+    ///   processes' commits.
     ///
     /// A save or a batch request logs to its caller's task-local `Logger.current` instead
     /// when the caller bound one (`withLogger`, a request's logger with its metadata, say),

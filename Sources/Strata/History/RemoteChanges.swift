@@ -229,8 +229,17 @@ final class RemoteChangeMonitor: Sendable {
             if remote == 0 { continue }
             var token: PersistentHistoryToken?
             if store.options.tracksPersistentHistory {
-                let found: (transactions: [PersistentHistoryTransaction], sequence: UInt64?) =
-                    (try? coordinator.remoteTransactions(of: store, after: watch.historySequence)) ?? ([], watch.historySequence)
+                let found: (transactions: [PersistentHistoryTransaction], sequence: UInt64?)
+                do {
+                    found = try coordinator.remoteTransactions(of: store, after: watch.historySequence)
+                } catch {
+                    // Nobody to throw to: the next look tries again from the same sequence.
+                    found = ([], watch.historySequence)
+                    coordinator.logger.info("reading other processes' history failed", metadata: store.logMetadata.merging([
+                        "strata.error": "\((error as? StrataError)?.code.description ?? "\(type(of: error))")",
+                        "strata.error.description": "\(error)",
+                    ]) { $1 })
+                }
                 watch.historySequence = found.sequence
                 if found.transactions.isEmpty && remote == nil { continue }   // all this process's own after all
                 token = found.transactions.last?.token
