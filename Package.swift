@@ -20,6 +20,10 @@ let package = Package(
         .package(url: "https://github.com/x-sheep/swift-property-based", exact: "2.0.1"),
         // The server ecosystem's logging API (a small API package; the application picks the backend).
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        // The server ecosystem's metrics and tracing APIs (small API packages; the
+        // application bootstraps the backends: Prometheus, OpenTelemetry, ...).
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
     ],
     targets: [
         // Debian's liblmdb-dev. Only StrataLMDB imports this module.
@@ -45,6 +49,8 @@ let package = Package(
             dependencies: [
                 "StrataLocks", "StrataExecution", "StrataLMDB", "CStrataRuntime",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         .target(name: "StrataTesting", dependencies: ["StrataLocks"]),
@@ -82,6 +88,8 @@ let package = Package(
                 .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ]
         ),
         .testTarget(

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import StrataLMDB
+import Tracing
 
 extension PersistentStoreCoordinator {
     /// Runs a batch request (``BatchInsertRequest``, ``BatchUpdateRequest``,
@@ -38,12 +39,19 @@ extension PersistentStoreCoordinator {
         if let contextName { metadata["strata.context"] = "\(contextName)" }
         if let author { metadata["strata.author"] = "\(author)" }
         do {
-            let result = try StoreFile.translatingStorageErrors {
-                switch request.kind {
-                case .insert(let insert): try batchInsert(insert, history: history)
-                case .update(let update): try batchUpdate(update, history: history)
-                case .delete(let delete): try batchDelete(delete, history: history)
+            let result = try Instruments.traced(by: instruments.tracer, kind.replacingOccurrences(of: " ", with: "_"), entity: entity) { span in
+                if let contextName { span?.attributes["strata.context"] = contextName }
+                let result = try StoreFile.translatingStorageErrors {
+                    switch request.kind {
+                    case .insert(let insert): try batchInsert(insert, history: history)
+                    case .update(let update): try batchUpdate(update, history: history)
+                    case .delete(let delete): try batchDelete(delete, history: history)
+                    }
                 }
+                if let span, let rows = result.count ?? result.objectIDs?.count {
+                    span.attributes["db.operation.batch.size"] = rows
+                }
+                return result
             }
             logger.debug("batch request written", metadata: metadata)
             return result
@@ -309,9 +317,11 @@ extension PersistentStoreCoordinator {
         guard persistentStores.contains(store) else { throw StrataError.noStore(entity: store.entityNames.sorted().first ?? "?") }
         return try writeQueue.sync {
             defer { noteState(of: store, logger: Logger.boundCurrent ?? logger) }
+            let start = instruments.metrics == nil ? 0 : DispatchTime.now().uptimeNanoseconds
             do {
                 let result = try store.file.write(body)
                 writeGroups.didCommit(saves: 1, failed: 0)
+                if instruments.metrics != nil { recordCommits(of: [store], saves: 1, since: start, resolved: 0) }
                 rowCache.removeRows(ofStore: store.identifier)
                 return result
             } catch {

@@ -21,7 +21,11 @@ extension ManagedObjectContext {
     ///   ``StrataError/typeMismatch(key:entity:expected:actual:)`` when an entity the
     ///   request covers is not of class `Result`.
     public func fetchedResults<Result: ManagedObject>(for request: FetchRequest<Result>) throws -> FetchedResults<Result> {
-        try graph.fetchedResults(for: request)
+        try instrumentedRead("fetch", of: request.entityName) { span in
+            let results = try graph.fetchedResults(for: request)
+            span?.attributes["db.response.returned_rows"] = results.count
+            return (results, results.count)
+        }
     }
 
     /// How long, in seconds, a cached row may be reused when a fault fires or an object

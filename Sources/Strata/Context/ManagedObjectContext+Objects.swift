@@ -1,4 +1,5 @@
 import Foundation
+import Tracing
 
 // Registering, fetching, changing and saving objects: the context's side of Core Data's
 // NSManagedObjectContext, forwarded to its object graph inside the context's isolation.
@@ -43,12 +44,37 @@ extension ManagedObjectContext {
     /// - Throws: ``StrataError`` for an unknown entity or key, a result type that does
     ///   not fit `Result`, or a storage failure; ``FetchPredicateError``.
     public func fetch<Result>(_ request: FetchRequest<Result>) throws -> [Result] {
-        try graph.fetch(request)
+        try instrumentedRead("fetch", of: request.entityName) { span in
+            let results = try graph.fetch(request)
+            span?.attributes["db.response.returned_rows"] = results.count
+            return (results, results.count)
+        }
     }
 
     /// The number of objects `request` would fetch (its window applied).
     public func count<Result>(for request: FetchRequest<Result>) throws -> Int {
-        try graph.count(for: request)
+        try instrumentedRead("count", of: request.entityName) { span in
+            let count = try graph.count(for: request)
+            span?.attributes["db.response.returned_rows"] = 1
+            return (count, nil)
+        }
+    }
+
+    /// Runs a fetch or count in a span and records its duration and rows (`body` returns
+    /// its result and the rows it returned, nil for a count).
+    func instrumentedRead<Result>(
+        _ operation: String, of entity: String, _ body: ((any Tracing.Span)?) throws -> (Result, Int?)
+    ) throws -> Result {
+        let tracer = graph.instruments?.tracer
+        let metrics = graph.contextMetrics
+        guard tracer != nil || metrics != nil else { return try body(nil).0 }
+        let start = metrics == nil ? 0 : DispatchTime.now().uptimeNanoseconds
+        let (result, rows) = try Instruments.traced(by: tracer, operation, entity: entity) { span in
+            span?.attributes["strata.context"] = name
+            return try body(span)
+        }
+        metrics?.didRead(operation, entity: entity, nanoseconds: DispatchTime.now().uptimeNanoseconds &- start, rows: rows)
+        return result
     }
 
     // MARK: Changing objects
@@ -140,11 +166,40 @@ extension ManagedObjectContext {
     /// ``NotificationKey/queryGeneration``; a pinned root context advances to that state
     /// (see ``setQueryGenerationFrom(_:)``).
     public func save() throws {
+        let tracer = graph.instruments?.tracer
+        let metrics = graph.contextMetrics
+        guard tracer != nil || metrics != nil else { return try saveChanges(span: nil) }
+        let start = metrics == nil ? 0 : DispatchTime.now().uptimeNanoseconds
+        do {
+            try Instruments.traced(by: tracer, "save", entity: nil) { span in
+                span?.attributes["strata.context"] = name
+                try saveChanges(span: span)
+            }
+        } catch {
+            metrics?.saveFailed(error)
+            throw error
+        }
+        if let metrics, let saved = graph.lastSaveCounts {
+            metrics.saveDuration.recordNanoseconds(Int64(clamping: DispatchTime.now().uptimeNanoseconds &- start))
+            metrics.saves.increment()
+            if saved.inserted > 0 { metrics.inserted.increment(by: saved.inserted) }
+            if saved.updated > 0 { metrics.updated.increment(by: saved.updated) }
+            if saved.deleted > 0 { metrics.deleted.increment(by: saved.deleted) }
+        }
+    }
+
+    /// ``save()``'s work; `span` (when traced) learns how many objects it wrote, and the
+    /// graph's ``ObjectGraph/lastSaveCounts`` is set when it wrote something.
+    private func saveChanges(span: (any Tracing.Span)?) throws {
+        graph.lastSaveCounts = nil
         try processPendingChanges()
         #if DEBUG
         graph._checkInvariants()  // once a save, which reads every change anyway
         #endif
-        guard try graph.beginSave() else { return }
+        guard try graph.beginSave() else {
+            span?.attributes["db.operation.batch.size"] = 0
+            return
+        }
         post(.willSave, ObjectChangeSets())
         let round = try graph.runWillSave()
         postObjectsDidChange()   // what the objects' willSave() changed
@@ -165,6 +220,9 @@ extension ManagedObjectContext {
         } else {
             saved = try graph.writeToStores(batch, policy: mergePolicy, history: SaveHistory(author: transactionAuthor, contextName: name))
         }
+        graph.lastSaveCounts = (saved.inserted.count, saved.updated.count, saved.deleted.count)
+        span?.attributes["db.operation.batch.size"] = saved.inserted.count + saved.updated.count + saved.deleted.count
+        span?.attributes["strata.save.destination"] = parent == nil ? "store" : "parent"
         guard !saved.isEmpty else { return }
         post(.didSave, saved)
         didSaveToParentStore(saved)

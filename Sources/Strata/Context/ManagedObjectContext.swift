@@ -68,8 +68,11 @@ public actor ManagedObjectContext {
     /// The context's children that are still alive, for automatic merging and
     /// permanent IDs (held weakly: a child holds its parent, never the reverse).
     nonisolated let children = WeakContexts()
-    /// The context's name, for logs and notifications.
-    public var name: String?
+    /// The context's name, for logs, notifications and the `context` dimension of its
+    /// metrics (`unnamed` when nil).
+    public var name: String? {
+        didSet { graph.contextName = name }
+    }
     /// Whatever you want to keep with the context.
     public var userInfo: [String: any Sendable] = [:]
     /// Where the context posts its notifications (``didChangeObjectsNotification`` and
@@ -166,6 +169,7 @@ public actor ManagedObjectContext {
         }
         contextLock = ContextLock(executor: contextExecutor)
         graph = ObjectGraph(lineage: self.lineage, family: ownFamily, children: children)
+        graph.contextName = name
     }
 
     /// Gives a context made with ``init(_:name:)`` its coordinator. Safe from any thread, as

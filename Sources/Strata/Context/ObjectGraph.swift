@@ -71,6 +71,33 @@ final class ObjectGraph: ObjectOwner {
         }
     }
 
+    /// The coordinator's instruments (metrics and spans), once the context has one.
+    var instruments: Instruments? {
+        if let knownInstruments { return knownInstruments }
+        knownInstruments = try? coordinator.instruments
+        return knownInstruments
+    }
+    @exclusivity(unchecked) private var knownInstruments: Instruments?
+
+    /// The context's name, for the dimensions of its metrics (kept by the context).
+    var contextName: String? {
+        didSet { if contextName != oldValue { knownMetrics = nil } }
+    }
+
+    /// The context's metrics; nil while it has no coordinator or metrics are off.
+    var contextMetrics: ContextMetrics? {
+        if let knownMetrics { return knownMetrics }
+        guard let factory = instruments?.metrics else { return nil }
+        let made = ContextMetrics(name: contextName ?? "unnamed", factory: factory)
+        knownMetrics = made
+        return made
+    }
+    @exclusivity(unchecked) private var knownMetrics: ContextMetrics?
+
+    /// What the last ``ManagedObjectContext/save()`` wrote (inserted, updated, deleted
+    /// objects), nil when it wrote nothing: for its metrics.
+    var lastSaveCounts: (inserted: Int, updated: Int, deleted: Int)?
+
     /// The coordinator's model.
     ///
     /// - Throws: ``StrataError/noCoordinator`` until the context has a coordinator.
@@ -378,6 +405,7 @@ final class ObjectGraph: ObjectOwner {
     // MARK: ObjectOwner
 
     override func fireFault(of object: ManagedObject) throws(StrataError) {
+        contextMetrics?.faults.increment()
         do {
             if let row = fetchedRow(for: object) { return try row.applyValues(to: object) }
             // A batched fetch's fault fulfils its whole batch, itself included unless its

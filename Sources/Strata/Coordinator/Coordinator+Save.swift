@@ -208,11 +208,15 @@ extension PersistentStoreCoordinator {
 
     /// Writes one save in write transactions of its own.
     private nonisolated func writeAlone(_ request: PendingSave) {
+        let start = instruments.metrics == nil ? 0 : DispatchTime.now().uptimeNanoseconds
         do {
             var outcome = SaveOutcome()
             try write(request.saves[...], into: &outcome)
             request.result = .success(outcome)
             writeGroups.didCommit(saves: 1, failed: 0, resolvedConflicts: outcome.merge.settled)
+            if instruments.metrics != nil {
+                recordCommits(of: request.saves.map(\.store), saves: 1, since: start, resolved: outcome.merge.settled)
+            }
         } catch {
             request.result = .failure(error)
             writeGroups.didCommit(saves: 0, failed: 1)
@@ -225,6 +229,7 @@ extension PersistentStoreCoordinator {
     /// disk, an I/O error) aborts the shared transaction, and each save is then written
     /// alone, so that each gets its own verdict.
     private nonisolated func writeTogether(_ requests: [PendingSave], to store: PersistentStore) {
+        let start = instruments.metrics == nil ? 0 : DispatchTime.now().uptimeNanoseconds
         let results: [Result<SaveOutcome, any Error>]
         do {
             results = try store.file.writeGroup { transaction in
@@ -264,6 +269,15 @@ extension PersistentStoreCoordinator {
             }
         }
         writeGroups.didCommit(saves: saved, failed: requests.count - saved, resolvedConflicts: resolved)
+        if instruments.metrics != nil { recordCommits(of: [store], saves: saved, since: start, resolved: resolved) }
+    }
+
+    /// Records a commit to each of `stores` (a save over several commits to each).
+    nonisolated func recordCommits(of stores: [PersistentStore], saves: Int, since start: UInt64, resolved: Int) {
+        let elapsed = DispatchTime.now().uptimeNanoseconds &- start
+        for store in stores {
+            instruments.metrics(of: store)?.didCommit(saves: saves, nanoseconds: elapsed, resolved: resolved, of: store)
+        }
     }
 
     /// Writes `saves`, each store's in a write transaction nested in the closure of the

@@ -1,6 +1,8 @@
 import Dispatch
 import Foundation
+import CoreMetrics
 import Logging
+import Tracing
 internal import StrataLocks
 
 /// The root of every context chain: it owns the stores, reads them for contexts and
@@ -40,7 +42,9 @@ public actor PersistentStoreCoordinator {
     /// Watches the stores for other processes' commits (``remoteChanges``).
     nonisolated let remoteChangeMonitor = RemoteChangeMonitor()
     /// The open query generations, shared by the contexts pinned to them.
-    nonisolated let generations = QueryGenerationRegistry()
+    nonisolated let generations: QueryGenerationRegistry
+    /// Where metrics and spans go.
+    nonisolated let instruments: Instruments
     /// What happens to a context whose query generation grew old.
     nonisolated let generationAgePolicy = LockedValue(QueryGenerationAgePolicy.unlimited)
 
@@ -48,12 +52,27 @@ public actor PersistentStoreCoordinator {
     /// queue, so that opening a store (file I/O) never blocks Swift's cooperative pool.
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
-    /// A coordinator of stores of `managedObjectModel`, with no store yet, logging to
-    /// `logger` (by default the task-local `Logger.current` of the caller: the
-    /// application's logger when it bound one with swift-log's `withLogger`).
-    public init(managedObjectModel: ManagedObjectModel, logger: Logger = Logger.current) {
+    /// A coordinator of stores of `managedObjectModel`, with no store yet.
+    ///
+    /// - Parameters:
+    ///   - logger: where it logs (``logger``); by default the task-local `Logger.current`
+    ///     of the caller: the application's logger when it bound one with swift-log's
+    ///     `withLogger`.
+    ///   - metricsFactory: where its metrics go (<doc:UsingStrataInAServer>); nil (the
+    ///     default) for the factory the application bootstrapped with
+    ///     `MetricsSystem.bootstrap`, read now. With swift-metrics' no-op factory nothing
+    ///     is counted and metrics cost nothing.
+    ///   - tracer: where its spans go; nil (the default) for the tracer active at each
+    ///     operation: the caller's `withTracer` scope, else the one bootstrapped with
+    ///     `InstrumentationSystem.bootstrap`. With no tracer, no span is started.
+    public init(
+        managedObjectModel: ManagedObjectModel, logger: Logger = Logger.current,
+        metricsFactory: (any MetricsFactory)? = nil, tracer: (any Tracer)? = nil
+    ) {
         self.managedObjectModel = managedObjectModel
         loggerValue = LockedValue(logger)
+        instruments = Instruments(metrics: metricsFactory, tracer: tracer)
+        generations = QueryGenerationRegistry(metrics: instruments.generations)
         writeQueue = DispatchQueue(label: "strata.coordinator.write")
         executor = CoordinatorExecutor(queue: DispatchQueue(label: "strata.coordinator"))
         remoteChangeMonitor.attach(self)
@@ -193,6 +212,7 @@ public actor PersistentStoreCoordinator {
         }
         if removed {
             rowCache.removeRows(ofStore: store.identifier)
+            instruments.forget(store)
             logger.debug("store removed", metadata: store.logMetadata)
         }
         if !removed {

@@ -43,6 +43,7 @@ final class QueryGeneration: Sendable {
     /// Counts a context pinned to it (``GenerationLease``).
     func lease(_ delta: Int) {
         leaseCount.withLock { $0 += delta }
+        registry.leasesChanged(by: delta)
     }
 
     /// The snapshot `store` is read in: the one taken with the generation, or for a store
@@ -96,6 +97,34 @@ final class QueryGenerationRegistry: Sendable {
     }
 
     private let entries = LockedValue<[QueryGenerationToken: Entry]>([:])
+    /// The gauges of open generations and pinned contexts, nil without metrics.
+    private let metrics: GenerationMetrics?
+    /// Generations registered and contexts pinned, for the gauges (kept only with metrics).
+    private let counts = LockedValue((open: 0, pinned: 0))
+
+    init(metrics: GenerationMetrics? = nil) {
+        self.metrics = metrics
+    }
+
+    /// Counts contexts pinned (or let go), for the gauge.
+    func leasesChanged(by delta: Int) {
+        guard let metrics else { return }
+        let now = counts.withLock { counts in
+            counts.pinned += delta
+            return counts
+        }
+        metrics.set(open: now.open, pinned: now.pinned)
+    }
+
+    /// Counts generations opened (or closed), for the gauge.
+    private func generationsChanged(by delta: Int) {
+        guard let metrics else { return }
+        let now = counts.withLock { counts in
+            counts.open += delta
+            return counts
+        }
+        metrics.set(open: now.open, pinned: now.pinned)
+    }
 
     /// The open generation named `token`, if any.
     func generation(named token: QueryGenerationToken) -> QueryGeneration? {
@@ -105,11 +134,17 @@ final class QueryGenerationRegistry: Sendable {
     /// Registers `generation`, or returns the open one of the same name (taken by another
     /// context meanwhile), dropping `generation`.
     func register(_ generation: QueryGeneration) -> QueryGeneration {
-        entries.withLock { entries in
-            if let open = entries[generation.token]?.generation { return open }
+        let (registered, replacedDead) = entries.withLock { entries -> (QueryGeneration?, Bool) in
+            if let open = entries[generation.token]?.generation { return (open, false) }
+            // An entry whose generation is going (its deinit will not find it) is
+            // replaced: the count stays, one generation for another.
+            let replacedDead = entries[generation.token] != nil
             entries[generation.token] = Entry(generation)
-            return generation
+            return (nil, replacedDead)
         }
+        if let registered { return registered }
+        if !replacedDead { generationsChanged(by: 1) }
+        return generation
     }
 
     /// Forgets `token`'s entry if it is the generation `identity` (called from its
@@ -121,6 +156,7 @@ final class QueryGenerationRegistry: Sendable {
             guard entries[token]?.identity == identity else { return nil }
             return entries.removeValue(forKey: token)
         }
+        if removed != nil { generationsChanged(by: -1) }
         _ = removed   // released outside the lock
     }
 
