@@ -112,12 +112,27 @@ public actor PersistentStoreCoordinator {
         type: PersistentStore.StoreType = .lmdb, configuration: String? = nil, at url: URL? = nil,
         options: PersistentStore.Options = .init()
     ) async throws(StrataError) -> PersistentStore {
-        // A plan with custom stages runs them first, through contexts, on a copy that
-        // replaces the store; lightweight stages run when the store opens.
-        if type == .lmdb, let url, options.migrationPlan?.stages.contains(where: \.isCustom) == true {
-            try await StagedMigration.runIfNeeded(at: url, model: managedObjectModel, options: options)
+        // Traced as `open`, renamed `migrate` when the store was migrated.
+        try await Instruments.traced(by: instruments.tracer, "open", entity: nil) { span async throws(StrataError) -> PersistentStore in
+            span?.attributes["db.namespace"] = url?.path ?? "(in memory)"
+            // A plan with custom stages runs them first, through contexts, on a copy that
+            // replaces the store; lightweight stages run when the store opens.
+            var staged = false
+            if type == .lmdb, let url, options.migrationPlan?.stages.contains(where: \.isCustom) == true {
+                staged = try await StagedMigration.runIfNeeded(at: url, model: managedObjectModel, options: options)
+            }
+            let store = try addPersistentStoreSynchronously(type: type, configuration: configuration, at: url, options: options)
+            if let span, staged || store.file.migration != nil {
+                span.operationName = "migrate"
+                span.attributes["db.operation.name"] = "migrate"
+                if let migration = store.file.migration {
+                    span.attributes["strata.migration.from"] = migration.from
+                    span.attributes["strata.migration.to"] = migration.to
+                    span.attributes["strata.migration.stages"] = migration.stages.joined(separator: "; ")
+                }
+            }
+            return store
         }
-        return try addPersistentStoreSynchronously(type: type, configuration: configuration, at: url, options: options)
     }
 
     /// ``addPersistentStore(type:configuration:at:options:)`` on the calling thread, for

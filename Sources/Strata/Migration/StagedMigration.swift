@@ -34,17 +34,19 @@ enum StagedMigration {
     ///   as it was): another process has the store open, a stage's code threw, a required
     ///   attribute left without a value, an inferred part refused; the errors of opening
     ///   the store.
-    static func runIfNeeded(at url: URL, model: ManagedObjectModel, options: PersistentStore.Options) async throws(StrataError) {
+    /// - Returns: whether it migrated the store.
+    @discardableResult
+    static func runIfNeeded(at url: URL, model: ManagedObjectModel, options: PersistentStore.Options) async throws(StrataError) -> Bool {
         guard let plan = options.migrationPlan, plan.stages.contains(where: \.isCustom), options.shouldMigrateStoreAutomatically,
               !options.readOnly, FileManager.default.fileExists(atPath: url.appendingPathComponent("data.mdb").path)
-        else { return }
+        else { return false }
         let path = url.path
         let existing = try metadata(at: url, options: options)
-        guard let existing, existing.modelVersionHash != model.versionHash else { return }
+        guard let existing, existing.modelVersionHash != model.versionHash else { return false }
         if let problem = plan.problem { throw .migrationFailed(store: path, reason: problem) }
         guard let start = plan.stages.firstIndex(where: { $0.source.versionHash == existing.modelVersionHash }),
               plan.stages[start...].contains(where: \.isCustom)
-        else { return }   // lightweight from here: one transaction at open
+        else { return false }   // lightweight from here: one transaction at open
         let stages = Array(plan.stages[start...])
         if let last = stages.last, last.destination.versionHash != model.versionHash {
             throw .migrationFailed(
@@ -88,6 +90,7 @@ enum StagedMigration {
         try? FileManager.default.removeItem(at: work)
         options.migrationProgress?.report(MigrationProgress(
             store: path, stage: stages.count, stageCount: stages.count, entityName: nil, completedRows: 0, totalRows: 0, isFinished: true))
+        return true
     }
 
     /// The metadata of the store at `url`, read through an environment opened read-only

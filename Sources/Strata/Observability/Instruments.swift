@@ -57,22 +57,49 @@ final class Instruments: Sendable {
     /// attributes (`db.system.name` `lmdb`, `db.operation.name`, `db.collection.name`);
     /// `body` adds the rest through the span it is given (nil when nothing traces).
     /// A thrown error is recorded and sets the span's status to error.
-    static func traced<Result>(
-        by tracer: (any Tracer)?, _ operation: String, entity: String?, _ body: ((any Tracing.Span)?) throws -> Result
-    ) rethrows -> Result {
+    static func traced<Result, Failure: Error>(
+        by tracer: (any Tracer)?, _ operation: String, entity: String?,
+        _ body: ((any Tracing.Span)?) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
         guard let tracer else { return try body(nil) }
+        let span = startSpan(tracer, operation, entity: entity)
+        defer { span.end() }
+        // The body runs with the span's context bound, so spans it starts are its children.
+        let outcome = ServiceContext.withValue(span.context) { () -> Swift.Result<Result, Failure> in
+            do throws(Failure) { return .success(try body(span)) } catch { return .failure(error) }
+        }
+        if case .failure(let error) = outcome { failed(span, error) }
+        return try outcome.get()
+    }
+
+    /// ``traced(by:_:entity:_:)`` for asynchronous work (opening and migrating a store).
+    static func traced<Result, Failure: Error>(
+        by tracer: (any Tracer)?, _ operation: String, entity: String?,
+        isolation: isolated (any Actor)? = #isolation,
+        _ body: ((any Tracing.Span)?) async throws(Failure) -> Result
+    ) async throws(Failure) -> Result {
+        guard let tracer else { return try await body(nil) }
+        let span = startSpan(tracer, operation, entity: entity)
+        defer { span.end() }
+        let outcome = await ServiceContext.withValue(span.context, isolation: isolation) { () async -> Swift.Result<Result, Failure> in
+            do throws(Failure) { return .success(try await body(span)) } catch { return .failure(error) }
+        }
+        if case .failure(let error) = outcome { failed(span, error) }
+        return try outcome.get()
+    }
+
+    private static func startSpan(_ tracer: any Tracer, _ operation: String, entity: String?) -> any Tracing.Span {
         let span = tracer.startSpan(entity.map { "\(operation) \($0)" } ?? operation, ofKind: .client)
         span.attributes["db.system.name"] = "lmdb"
         span.attributes["db.operation.name"] = operation
         if let entity { span.attributes["db.collection.name"] = entity }
-        defer { span.end() }
-        do {
-            return try ServiceContext.withValue(span.context) { try body(span) }
-        } catch {
-            span.recordError(error)
-            span.setStatus(SpanStatus(code: .error, message: "\(error)"))
-            throw error
-        }
+        return span
+    }
+
+    private static func failed(_ span: any Tracing.Span, _ error: any Error) {
+        span.recordError(error)
+        span.setStatus(SpanStatus(code: .error, message: "\(error)"))
+        if let error = error as? StrataError { span.attributes["error.type"] = error.code.description }
     }
 }
 
