@@ -116,7 +116,7 @@ extension Environment {
         guard fd >= 0 else {
             throw LMDBError(code: errno, message: "cannot read \(dataPath): \(String(cString: strerror(errno)))")
         }
-        defer { close(fd) }
+        defer { Glibc.close(fd) }  // the global close, not Environment.close(timeout:)
         // The snapshot's pages cannot be reused while its read transaction is open. The
         // meta page of that snapshot is the one holding its transaction id; a writer may
         // overwrite it meanwhile (two commits later), and then the walk starts over.

@@ -99,11 +99,17 @@ extension Environment {
     /// more names than ``Configuration/maxDatabases`` throws ``LMDBError/databasesFull``.
     /// Asking for one that exists with other flags throws ``LMDBError/incompatible``.
     /// Creating runs its own write transaction, so inside ``Environment/write(_:)`` on the
-    /// same thread it throws ``LMDBError/nestedWrite``: open databases up front.
+    /// same thread it throws ``LMDBError/nestedWrite``: open databases up front. Once
+    /// ``close(timeout:)`` has begun it throws ``LMDBError/environmentClosed``, even for a
+    /// cached handle.
     public func openDatabase(named name: String?, flags: Database.Flags = []) throws -> Database {
         let key = name ?? ""
         let wanted = flags.subtracting(.create)
-        if let cached = state.withLock({ databaseCache[key] }) {
+        let cachedHandle = try state.withLock { () throws(LMDBError) -> Database? in
+            try checkOpenLocked()
+            return databaseCache[key]
+        }
+        if let cached = cachedHandle {
             guard wanted.isEmpty || wanted == cached.flags else {
                 throw LMDBError(
                     code: LMDBError.incompatible.code,

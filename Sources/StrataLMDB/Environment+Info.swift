@@ -31,20 +31,19 @@ public struct ReaderSlot: Sendable, Hashable {
 
 extension Environment {
     /// The map size, last transaction id and reader slots.
+    ///
+    /// Once the environment is closed (``close(timeout:)``), what they were just before
+    /// it closed.
     public var info: EnvironmentInfo {
-        var info = MDB_envinfo()
-        mdb_env_info(handle, &info)
-        return EnvironmentInfo(
-            mapSize: info.me_mapsize, lastPageNumber: info.me_last_pgno,
-            lastTransactionID: info.me_last_txnid, maxReaders: Int(info.me_maxreaders),
-            readerSlotsUsed: Int(info.me_numreaders))
+        state.withLock { finalInfo ?? EnvironmentInfo(reading: handle) }
     }
 
     /// The statistics of the main database (page size, depth, the named databases as entries).
+    ///
+    /// Once the environment is closed (``close(timeout:)``), what they were just before
+    /// it closed.
     public var statistics: DatabaseStatistics {
-        var stat = MDB_stat()
-        mdb_env_stat(handle, &stat)
-        return DatabaseStatistics(stat)
+        state.withLock { finalStatistics ?? DatabaseStatistics(reading: handle) }
     }
 
     /// The statistics of `database` in a fresh read transaction.
@@ -52,17 +51,21 @@ extension Environment {
         try read { txn in try txn.statistics(of: database) }
     }
 
-    /// The reader slots in use in the lock file, by every process.
+    /// The reader slots in use in the lock file, by every process; empty once
+    /// ``close(timeout:)`` has begun.
     public func readers() -> [ReaderSlot] {
         final class Lines { var text = "" }
         let lines = Lines()
-        withExtendedLifetime(lines) {
-            _ = mdb_reader_list(handle, { message, context in
-                guard let message, let context else { return 0 }
-                Unmanaged<Lines>.fromOpaque(context).takeUnretainedValue().text += String(cString: message)
-                return 0
-            }, Unmanaged.passUnretained(lines).toOpaque())
+        let listed: Void? = try? withOpenHandle { handle in
+            withExtendedLifetime(lines) {
+                _ = mdb_reader_list(handle, { message, context in
+                    guard let message, let context else { return 0 }
+                    Unmanaged<Lines>.fromOpaque(context).takeUnretainedValue().text += String(cString: message)
+                    return 0
+                }, Unmanaged.passUnretained(lines).toOpaque())
+            }
         }
+        guard listed != nil else { return [] }
         // Lines look like "   1234 7f3a2c000700 42" (or "-" for no transaction);
         // the first line is a header, or "(no active readers)".
         return lines.text.split(separator: "\n").dropFirst().compactMap { line in
@@ -75,11 +78,15 @@ extension Environment {
     /// Clears reader slots left by processes that died (`mdb_reader_check`); returns how many.
     ///
     /// Runs at open, and again when a read finds every slot taken.
+    ///
+    /// - Throws: ``LMDBError/environmentClosed`` once ``close(timeout:)`` has begun.
     @discardableResult
     public func clearStaleReaders() throws(LMDBError) -> Int {
-        var dead: Int32 = 0
-        try LMDBError.check(mdb_reader_check(handle, &dead), "checking reader slots")
-        return Int(dead)
+        try withOpenHandle { handle throws(LMDBError) in
+            var dead: Int32 = 0
+            try LMDBError.check(mdb_reader_check(handle, &dead), "checking reader slots")
+            return Int(dead)
+        }
     }
 
     /// Copies the environment into the directory at `destination` (created when missing),
@@ -89,7 +96,9 @@ extension Environment {
     /// much smaller; it takes longer.
     ///
     /// - Throws: ``LMDBError/fileExists`` when the destination already holds a
-    ///   `data.mdb`, ``LMDBError/notADirectory`` when it is a file.
+    ///   `data.mdb`, ``LMDBError/notADirectory`` when it is a file,
+    ///   ``LMDBError/environmentClosed`` once ``close(timeout:)`` has begun (a copy in
+    ///   progress finishes first: the close waits for it).
     public func copy(to destination: String, compacting: Bool = false) throws {
         var info = stat()
         if stat(destination, &info) == 0 {
@@ -110,6 +119,7 @@ extension Environment {
         // concurrent write waits to remap until the copy is done.
         try state.withLock { () throws(LMDBError) in
             while isResizing { state.wait() }
+            try checkOpenLocked()
             try checkUsableLocked()
             activeReads += 1
         }
@@ -122,7 +132,33 @@ extension Environment {
     ///
     /// With ``Durability/noSync`` or ``Durability/noMetaSync`` this is how commits are
     /// made durable; `force` flushes even when the environment would skip it.
+    /// ``close(timeout:)`` flushes such an environment as it closes.
+    ///
+    /// - Throws: ``LMDBError/environmentClosed`` once ``close(timeout:)`` has begun.
     public func sync(force: Bool = true) throws(LMDBError) {
-        try LMDBError.check(mdb_env_sync(handle, force ? 1 : 0), "syncing \(path)")
+        try withOpenHandle { handle throws(LMDBError) in
+            try LMDBError.check(mdb_env_sync(handle, force ? 1 : 0), "syncing \(path)")
+        }
+    }
+}
+
+extension EnvironmentInfo {
+    /// Reads the state of an open environment (`mdb_env_info`).
+    init(reading handle: OpaquePointer) {
+        var info = MDB_envinfo()
+        mdb_env_info(handle, &info)
+        self.init(
+            mapSize: info.me_mapsize, lastPageNumber: info.me_last_pgno,
+            lastTransactionID: info.me_last_txnid, maxReaders: Int(info.me_maxreaders),
+            readerSlotsUsed: Int(info.me_numreaders))
+    }
+}
+
+extension DatabaseStatistics {
+    /// Reads the statistics of an open environment's main database (`mdb_env_stat`).
+    init(reading handle: OpaquePointer) {
+        var stat = MDB_stat()
+        mdb_env_stat(handle, &stat)
+        self.init(stat)
     }
 }

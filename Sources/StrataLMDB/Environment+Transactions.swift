@@ -12,7 +12,9 @@ extension Environment {
     /// The transaction ends (`mdb_txn_abort`) when `body` returns or throws.
     ///
     /// - Throws: ``LMDBError/readersFull`` when every reader slot is taken (after clearing
-    ///   stale slots once), ``LMDBError/environmentUnusable`` after a panic, or what `body` throws.
+    ///   stale slots once), ``LMDBError/environmentUnusable`` after a panic,
+    ///   ``LMDBError/environmentClosed`` once ``close(timeout:)`` has begun (a read already
+    ///   running finishes: the close waits for it), or what `body` throws.
     public func read<T>(_ body: (borrowing ReadTransaction) throws -> T) throws -> T {
         let txn = try beginReadTransaction()
         ThreadReads.enter(ObjectIdentifier(self))
@@ -48,21 +50,39 @@ extension Environment {
     /// - A failed commit has already freed the transaction; it is never aborted twice.
     ///
     /// - Throws: ``LMDBError/nestedWrite`` on a thread already inside a write of this
-    ///   environment, ``LMDBError/readOnly``, ``LMDBError/mapFull``, I/O errors, or what
-    ///   `body` throws.
+    ///   environment, ``LMDBError/readOnly``, ``LMDBError/mapFull``,
+    ///   ``LMDBError/environmentClosed`` once ``close(timeout:)`` has begun (also for a
+    ///   write still waiting for its turn; the write running then finishes, reruns
+    ///   included, and the close waits for it), I/O errors, or what `body` throws.
     public func write<T>(_ body: (borrowing WriteTransaction) throws -> T) throws -> T {
         guard !configuration.readOnly else {
             throw LMDBError(code: LMDBError.readOnly.code, message: "the environment at \(path) was opened read-only")
         }
         let me = pthread_self()
-        let nested = state.withLock { writerThread.map { pthread_equal($0, me) != 0 } ?? false }
+        let nested = try state.withLock { () throws(LMDBError) -> Bool in
+            try checkOpenLocked()
+            return writerThread.map { pthread_equal($0, me) != 0 } ?? false
+        }
         if nested {
             throw LMDBError(code: LMDBError.nestedWrite.code, message: "this thread is already inside a write transaction of \(path)")
         }
         writeMutex.lock()
-        state.withLock { writerThread = me }
+        do {
+            // Admitted (or refused) together with taking the writer's place: a close sees
+            // either this write running or no write at all.
+            try state.withLock { () throws(LMDBError) in
+                try checkOpenLocked()
+                writerThread = me
+            }
+        } catch {
+            writeMutex.unlock()
+            throw error
+        }
         defer {
-            state.withLock { writerThread = nil }
+            state.withLock {
+                writerThread = nil
+                if closing { state.broadcast() }
+            }
             writeMutex.unlock()
         }
         while true {
@@ -150,12 +170,14 @@ extension Environment {
     // MARK: Reader accounting
 
     /// Begins a read transaction, registered so that a remap waits for it (a short read)
-    /// or refuses to happen (a snapshot, registered under `snapshot`).
+    /// or refuses to happen (a snapshot, registered under `snapshot`), and a close waits
+    /// for it to end.
     func beginReadTransaction(snapshot: UInt64? = nil) throws -> OpaquePointer {
         var clearedStaleReaders = false
         while true {
             try state.withLock { () throws(LMDBError) in
                 while isResizing { state.wait() }
+                try checkOpenLocked()
                 try checkUsableLocked()
                 if let snapshot {
                     activeSnapshots[snapshot] = ConditionLock.now()
@@ -166,12 +188,15 @@ extension Environment {
             var txn: OpaquePointer?
             let rc = mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &txn)
             if rc == MDB_SUCCESS, let txn { return txn }
+            // Cleared while still registered: a close cannot free the handle meanwhile.
+            var dead: Int32 = 0
+            let cleared = rc == MDB_READERS_FULL && !clearedStaleReaders
+                && mdb_reader_check(handle, &dead) == MDB_SUCCESS && dead > 0
             if let snapshot { endSnapshot(snapshot) } else { endRead() }
             switch rc {
             case MDB_READERS_FULL where !clearedStaleReaders:
                 clearedStaleReaders = true
-                var dead: Int32 = 0
-                if mdb_reader_check(handle, &dead) == MDB_SUCCESS, dead > 0 { continue }
+                if cleared { continue }
                 throw readersFullError()
             case MDB_READERS_FULL:
                 throw readersFullError()
@@ -188,12 +213,17 @@ extension Environment {
     func endRead() {
         state.withLock {
             activeReads -= 1
-            if activeReads == 0 && isResizing { state.broadcast() }
+            if activeReads == 0 && (isResizing || closing) { state.broadcast() }
         }
     }
 
+    /// Unregisters a snapshot whose read transaction has ended (or never began).
     func endSnapshot(_ serial: UInt64) {
-        state.withLock { _ = activeSnapshots.removeValue(forKey: serial) }
+        state.withLock {
+            activeSnapshots.removeValue(forKey: serial)
+            liveSnapshots.removeValue(forKey: serial)
+            if closing { state.broadcast() }
+        }
     }
 
     private func readersFullError() -> LMDBError {
@@ -211,7 +241,8 @@ extension Environment {
         }
         writeMutex.lock()
         defer { writeMutex.unlock() }
-        try resizeMap(to: 0, failure: .mapResized)
+        // Not part of a running write: refused once a close has begun.
+        try resizeMap(to: 0, failure: .mapResized, refusingWhenClosing: true)
     }
 
     // MARK: Map growth
@@ -234,11 +265,17 @@ extension Environment {
 
     /// Remaps to `size` (0: the size on disk) once no read of this process is open.
     /// The write mutex must be held.
-    private func resizeMap(to size: Int, failure: LMDBError) throws(LMDBError) {
+    ///
+    /// A close waits for a resize (`isResizing`) as for a write. Inside a write the
+    /// environment cannot be closed (the close waits for the write); outside one
+    /// (`refusingWhenClosing`) the resize is refused once a close has begun, checked in the
+    /// same critical section that sets `isResizing`, so it never remaps a closed handle.
+    private func resizeMap(to size: Int, failure: LMDBError, refusingWhenClosing: Bool = false) throws(LMDBError) {
         let environment = ObjectIdentifier(self)
         let timeout = configuration.mapGrowthReaderTimeout.components
         let timeoutNanoseconds = UInt64(max(0, timeout.seconds)) * 1_000_000_000 + UInt64(max(0, timeout.attoseconds) / 1_000_000_000)
         try state.withLock { () throws(LMDBError) in
+            if refusingWhenClosing { try checkOpenLocked() }
             if !activeSnapshots.isEmpty {
                 throw LMDBError(
                     code: failure.code,

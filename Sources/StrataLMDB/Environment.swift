@@ -22,13 +22,14 @@ import Glibc
 /// The environment is always opened with `MDB_NOTLS`: Swift tasks share threads, and
 /// without it a second reader on one thread fails with `MDB_BAD_RSLOT`. At open it
 /// checks the runtime `mdb_version()` and clears stale reader slots left by dead
-/// processes (`mdb_reader_check`). It closes when the last reference to it, and to every
-/// ``ReadSnapshot`` taken from it, is gone.
+/// processes (`mdb_reader_check`). It closes when ``close(timeout:)`` is called, or else
+/// when the last reference to it, and to every ``ReadSnapshot`` taken from it, is gone.
 ///
 /// LMDB forbids opening one environment twice in a process, so a second `Environment`
 /// for a directory that is already open throws ``LMDBError/alreadyOpen``.
 // @unchecked Sendable because `handle` is an MDB_env, which LMDB documents as usable
-// from any thread, and every mutable property is guarded by `state` or `writeMutex`.
+// from any thread, every mutable property is guarded by `state` or `writeMutex`, and
+// `handle` is passed to LMDB only while `closed` is false (see Environment+Close.swift).
 public final class Environment: @unchecked Sendable {
 
     /// The store directory.
@@ -40,6 +41,9 @@ public final class Environment: @unchecked Sendable {
     /// The number of stale reader slots (of dead processes) cleared when it opened.
     public let staleReadersClearedAtOpen: Int
 
+    /// The MDB_env. Freed by ``close(timeout:)`` (then `closed` is set) or by `deinit`:
+    /// every use is either counted in the state ``close(timeout:)`` waits for, or made
+    /// with `state` held after checking `closed`.
     let handle: OpaquePointer
     let fileIdentity: FileIdentity
     /// This environment's entry in the process-wide registry.
@@ -47,8 +51,13 @@ public final class Environment: @unchecked Sendable {
     let pageSize: Int
 
     /// Guards `activeReads`, `activeSnapshots`, `nextSnapshotSerial`, `isResizing`,
-    /// `writerThread`, `terminal`, `mapGrowths`, the own-commit bookkeeping and the
-    /// database-handle cache.
+    /// `writerThread`, `terminal`, `mapGrowths`, the own-commit bookkeeping, the
+    /// database-handle cache and the closing state (`closing`, `closed`, `liveSnapshots`,
+    /// `snapshotReads`, `activeCalls`, `finalInfo`, `finalStatistics`).
+    ///
+    /// Lock order: a snapshot's `access` before `state`, `writeMutex` before `state`,
+    /// `state` before the registry's lock (`OpenEnvironments`). Nothing takes a snapshot's
+    /// `access` or `writeMutex` while holding `state`.
     let state = ConditionLock()
     /// Serialises this process's write transactions and map resizes.
     let writeMutex = ConditionLock()
@@ -62,6 +71,22 @@ public final class Environment: @unchecked Sendable {
     var writerThread: pthread_t?
     var terminal: LMDBError?
     var databaseCache: [String: Database] = [:]
+    /// Set when ``close(timeout:)`` begins: from then on no new transaction, snapshot,
+    /// snapshot read or call into LMDB is admitted.
+    var closing = false
+    /// Set once `mdb_env_close` ran in ``close(timeout:)``: `handle` is freed.
+    var closed = false
+    /// The open snapshots by serial, weakly, so that a close can end their transactions.
+    var liveSnapshots: [UInt64: WeakSnapshot] = [:]
+    /// The ``ReadSnapshot/read(_:)`` bodies running now.
+    var snapshotReads = 0
+    /// Calls into LMDB outside any transaction running now (`sync`, `readers()`,
+    /// `clearStaleReaders()`).
+    var activeCalls = 0
+    /// What ``info`` and ``statistics`` answer once the environment is closed, read just
+    /// before `mdb_env_close`.
+    var finalInfo: EnvironmentInfo?
+    var finalStatistics: DatabaseStatistics?
     /// The ids of the write transactions this process committed that
     /// ``ownCommits(after:through:)`` has not counted yet, ascending (at most
     /// ``ownCommitsKept``; older ones are dropped, and the count says so).
@@ -140,8 +165,8 @@ public final class Environment: @unchecked Sendable {
     /// process, terminal; nil when no environment of it is open, or the open one is usable.
     ///
     /// Opening the directory again fails with ``LMDBError/alreadyOpen`` until that
-    /// environment closes (the last reference to it and to its snapshots goes): this
-    /// tells a caller why, so that it can say what to let go of.
+    /// environment closes (``close(timeout:)``, or the last reference to it and to its
+    /// snapshots goes): this tells a caller why, so that it can say what to let go of.
     public static func terminalErrorOfOpenEnvironment(atPath path: String) -> LMDBError? {
         OpenEnvironments.terminalError(atPath: path)
     }
@@ -152,6 +177,9 @@ public final class Environment: @unchecked Sendable {
     }
 
     deinit {
+        // Nothing else refers to the environment now; the lock orders this read after the
+        // write of `closed` by a close on another thread.
+        guard !state.withLock({ closed }) else { return }
         mdb_env_close(handle)
         OpenEnvironments.unregister(fileIdentity, token: registration)
     }
@@ -165,13 +193,17 @@ public final class Environment: @unchecked Sendable {
         state.withLock { terminal }
     }
 
-    /// Throws ``LMDBError/environmentUnusable`` when the environment is in its terminal
-    /// state (``terminalError`` is set), as every new transaction then does.
+    /// Throws ``LMDBError/environmentClosed`` once ``close(timeout:)`` has begun, and
+    /// ``LMDBError/environmentUnusable`` when the environment is in its terminal state
+    /// (``terminalError`` is set), as every new transaction then does.
     ///
-    /// For callers that answer reads from a cache of their own: a terminal environment's
-    /// data must not be served at all until the store is opened again.
+    /// For callers that answer reads from a cache of their own: a terminal or closed
+    /// environment's data must not be served at all until the store is opened again.
     public func checkUsable() throws(LMDBError) {
-        try state.withLock { () throws(LMDBError) in try checkUsableLocked() }
+        try state.withLock { () throws(LMDBError) in
+            try checkOpenLocked()
+            try checkUsableLocked()
+        }
     }
 
     /// Records a terminal error (panic, corruption) so later transactions are refused.
@@ -350,8 +382,8 @@ enum OpenEnvironments {
                     throw LMDBError(
                         code: LMDBError.alreadyOpen.code,
                         message: "\(path) is still open in this process (as \(entry.path)), in a terminal state after "
-                            + "LMDBError.\(terminal.name): it can be opened again once its Environment closes, when the last "
-                            + "reference to it and to its snapshots is gone")
+                            + "LMDBError.\(terminal.name): it can be opened again once its Environment closes (Environment.close(timeout:), "
+                            + "or when the last reference to it and to its snapshots is gone)")
                 }
                 if sameStore {
                     throw LMDBError(

@@ -156,6 +156,14 @@ extension LMDBError {
     public static let libraryVersion = LMDBError(code: -31_003)
     /// The environment was opened read-only and a write was requested.
     public static let readOnly = LMDBError(code: -31_004)
+    /// The environment was closed with ``Environment/close(timeout:)``, or is closing: it
+    /// takes no new transaction, snapshot or snapshot read. Open the store again for more
+    /// work; this is not a failure of the store (compare ``environmentUnusable``).
+    public static let environmentClosed = LMDBError(code: -31_005)
+    /// ``Environment/close(timeout:)`` gave up waiting for this process's open
+    /// transactions. The environment takes no new work, but it is not closed yet: call
+    /// `close` again once they end (or let the last reference go).
+    public static let closeTimedOut = LMDBError(code: -31_006)
 
     /// A precondition-free check for LMDB's success code.
     @inline(__always)
@@ -175,7 +183,8 @@ extension LMDBError {
         ENOENT: "noSuchFile", ENOTDIR: "notADirectory", EEXIST: "fileExists",
         EINVAL: "invalidArgument", EROFS: "readOnlyFileSystem", EAGAIN: "wouldBlock", EBUSY: "busy",
         -31_000: "environmentUnusable", -31_001: "alreadyOpen", -31_002: "nestedWrite",
-        -31_003: "libraryVersion", -31_004: "readOnly",
+        -31_003: "libraryVersion", -31_004: "readOnly", -31_005: "environmentClosed",
+        -31_006: "closeTimedOut",
     ]
 
     private static func describe(_ code: Int32) -> String {
@@ -185,6 +194,8 @@ extension LMDBError {
         case -31_002: return "a write transaction is already open on this thread"
         case -31_003: return "the runtime liblmdb version is incompatible"
         case -31_004: return "the environment is read-only"
+        case -31_005: return "the environment is closed"
+        case -31_006: return "the environment did not close in time: transactions of this process were still open"
         default: return String(cString: mdb_strerror(code))
         }
     }

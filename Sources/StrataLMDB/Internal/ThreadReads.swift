@@ -2,11 +2,13 @@
 import Glibc
 #endif
 
-/// The read transactions the current thread holds, per environment.
+/// The read transactions (``Environment/read(_:)`` and ``ReadSnapshot/read(_:)`` bodies)
+/// the current thread is inside, per environment.
 ///
-/// A map resize must wait until no read transaction of this process is open; a thread
-/// that holds one and then asks to grow the map would wait for itself. This per-thread
-/// list lets the environment refuse that case at once instead of timing out.
+/// A map resize or a close must wait until no read transaction of this process is
+/// open; a thread that holds one and then asks to grow the map or to close would wait
+/// for itself. This per-thread list lets the environment refuse that case at once
+/// instead of timing out.
 enum ThreadReads {
     private final class Box {
         var environments: [ObjectIdentifier] = []
