@@ -165,7 +165,7 @@ struct MetricsTests {
         let metrics = TestMetrics()
         let (coordinator, _) = try await Self.coordinator(metrics)
         _ = try await ContextReference.saveNotes([("a", 1)], on: coordinator)
-        let open = try { () throws -> TestMeter? in try? metrics.expectMeter(StrataMetricName.openGenerations) }
+        let open = { () -> TestMeter? in try? metrics.expectMeter(StrataMetricName.openGenerations) }
         var pinned: [ManagedObjectContext] = []
         for _ in 0..<3 {
             let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
@@ -176,20 +176,20 @@ struct MetricsTests {
             pinned.append(context)
         }
         // Three contexts share one generation (nothing was written in between).
-        #expect(try open()?.lastValue == 1)
+        #expect(open()?.lastValue == 1)
         #expect(try metrics.expectMeter(StrataMetricName.pinnedContexts).lastValue == 3)
         _ = try await ContextReference.saveNotes([("b", 1)], on: coordinator)
         try await pinned[0].perform { context in
             try context.setQueryGenerationFrom(.current)
             _ = try context.count(for: FetchRequest<Note>())
         }
-        #expect(try open()?.lastValue == 2)
+        #expect(open()?.lastValue == 2)
         #expect(try metrics.expectMeter(StrataMetricName.pinnedContexts).lastValue == 3)
         pinned.removeAll()
         // Contexts go away on their own queues: wait a little for the leases to drop.
         let deadline = ContinuousClock.now + .seconds(10)
-        while try open()?.lastValue != 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
-        #expect(try open()?.lastValue == 0)
+        while open()?.lastValue != 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(open()?.lastValue == 0)
         #expect(try metrics.expectMeter(StrataMetricName.pinnedContexts).lastValue == 0)
         #expect(coordinator.queryGenerationStatistics.openGenerations == 0)
     }

@@ -32,6 +32,8 @@ extension PersistentStoreCoordinator {
 
     /// Runs `request`, recording `author` and `contextName` in persistent history.
     nonisolated func executeBatch(_ request: StoreRequest, author: String?, contextName: String?) throws -> PersistentStoreResult {
+        try writeGate.enter()
+        defer { writeGate.leave() }
         let history = BatchHistory(author: author, contextName: contextName)
         let logger = Logger.boundCurrent ?? self.logger
         let (kind, entity) = request.logDescription

@@ -78,3 +78,16 @@ extension PersistentContainer {
         return failures
     }
 }
+
+extension PersistentContainer {
+    /// Shuts the container down gracefully: its coordinator takes no new save, lets the
+    /// saves in flight finish, and closes every store (see
+    /// ``PersistentStoreCoordinator/close(timeout:)``). The contexts stay usable in
+    /// memory; a save fails with ``StrataError/coordinatorClosed``.
+    ///
+    /// - Throws: ``StrataError/storage(_:)`` of `LMDBError.closeTimedOut` when a read or
+    ///   write was still running at the deadline.
+    public func close(timeout: Duration = .seconds(30)) async throws(StrataError) {
+        try await persistentStoreCoordinator.close(timeout: timeout)
+    }
+}

@@ -1,5 +1,7 @@
+import CoreMetrics
 import Foundation
 import Logging
+import Tracing
 internal import StrataLocks
 
 /// A model, a coordinator, its stores and the contexts that work on them, set up in one
@@ -48,11 +50,18 @@ public final class PersistentContainer: Sendable {
     /// an LMDB store at `<defaultDirectoryURL()>/<name>.strata`. Nothing is opened
     /// or created until ``loadPersistentStores()``. Its coordinator logs to `logger` (by
     /// default the caller's task-local `Logger.current`; see
-    /// ``PersistentStoreCoordinator/logger``).
-    public init(name: String, managedObjectModel: ManagedObjectModel, logger: Logger = Logger.current) {
+    /// ``PersistentStoreCoordinator/logger``), reports metrics to `metricsFactory` (by
+    /// default the bootstrapped one) and spans to `tracer` (by default the one active at
+    /// each operation): see
+    /// ``PersistentStoreCoordinator/init(managedObjectModel:logger:metricsFactory:tracer:)``.
+    public init(
+        name: String, managedObjectModel: ManagedObjectModel, logger: Logger = Logger.current,
+        metricsFactory: (any MetricsFactory)? = nil, tracer: (any Tracer)? = nil
+    ) {
         self.name = name
         self.managedObjectModel = managedObjectModel
-        persistentStoreCoordinator = PersistentStoreCoordinator(managedObjectModel: managedObjectModel, logger: logger)
+        persistentStoreCoordinator = PersistentStoreCoordinator(
+            managedObjectModel: managedObjectModel, logger: logger, metricsFactory: metricsFactory, tracer: tracer)
         let viewContext = ManagedObjectContext(.mainQueue, name: "viewContext")
         self.viewContext = viewContext
         var state = ContainerState(descriptions: [Self.defaultStoreDescription(name: name)])

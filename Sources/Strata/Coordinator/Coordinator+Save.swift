@@ -87,6 +87,8 @@ extension PersistentStoreCoordinator {
     /// - Throws: ``StrataError/mergeConflicts(_:)`` with every conflict of the first
     ///   store that has any; ``StrataError/readOnlyStore(_:)``; the store's errors.
     nonisolated func save(_ saves: [StoreSave], pinning: Bool = false) throws -> SaveOutcome {
+        try writeGate.enter()
+        defer { writeGate.leave() }
         for save in saves where save.store.options.readOnly {
             throw StrataError.readOnlyStore(save.store.description)
         }

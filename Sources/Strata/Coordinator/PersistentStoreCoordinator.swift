@@ -45,6 +45,8 @@ public actor PersistentStoreCoordinator {
     nonisolated let generations: QueryGenerationRegistry
     /// Where metrics and spans go.
     nonisolated let instruments: Instruments
+    /// Admits writes and store openings until the coordinator closes (``close(timeout:)``).
+    nonisolated let writeGate = WriteGate()
     /// What happens to a context whose query generation grew old.
     nonisolated let generationAgePolicy = LockedValue(QueryGenerationAgePolicy.unlimited)
 
@@ -115,6 +117,8 @@ public actor PersistentStoreCoordinator {
         // Traced as `open`, renamed `migrate` when the store was migrated.
         try await Instruments.traced(by: instruments.tracer, "open", entity: nil) { span async throws(StrataError) -> PersistentStore in
             span?.attributes["db.namespace"] = url?.path ?? "(in memory)"
+            try writeGate.enter()   // a migration running while the coordinator closes finishes first
+            defer { writeGate.leave() }
             // A plan with custom stages runs them first, through contexts, on a copy that
             // replaces the store; lightweight stages run when the store opens.
             var staged = false
@@ -144,6 +148,8 @@ public actor PersistentStoreCoordinator {
         type: PersistentStore.StoreType = .lmdb, configuration: String? = nil, at url: URL? = nil,
         options: PersistentStore.Options = .init()
     ) throws(StrataError) -> PersistentStore {
+        try writeGate.enter()   // a store opened while the coordinator closes is closed with the rest
+        defer { writeGate.leave() }
         if type == .lmdb, let url {
             let path = url.standardizedFileURL.path
             if let added = registry.withLock({ $0.first { $0.url?.standardizedFileURL.path == path } }) {
@@ -317,6 +323,8 @@ public actor PersistentStoreCoordinator {
     nonisolated func makePermanentIDs(_ requests: [(entityName: String, store: PersistentStore)]) throws -> [ManagedObjectID] {
         var ids = [ManagedObjectID?](repeating: nil, count: requests.count)
         let byStore = Dictionary(grouping: requests.indices) { ObjectIdentifier(requests[$0].store) }
+        try writeGate.enter()
+        defer { writeGate.leave() }
         try writeQueue.sync {
             for indices in byStore.values {
                 let store = requests[indices[0]].store

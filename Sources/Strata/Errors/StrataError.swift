@@ -58,6 +58,7 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
         case mergeConflicts([MergeConflict])
         case constraintConflicts([ConstraintConflict])
         case noCoordinator
+        case coordinatorClosed
         case readOnlyStore(String)
         case invalidContextConfiguration(String)
         case wouldDeadlock(String)
@@ -163,6 +164,11 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The operation needs a coordinator, and the context has none.
     public static let noCoordinator = StrataError(.noCoordinator)
 
+    /// The coordinator was closed (``PersistentStoreCoordinator/close(timeout:)``, a
+    /// graceful shutdown): it takes no new save, batch request or store. Saves that
+    /// reached it before it closed were written.
+    public static let coordinatorClosed = StrataError(.coordinatorClosed)
+
     /// A save would write to a store opened read-only; `store` describes the store.
     public static func readOnlyStore(_ store: String) -> StrataError { StrataError(.readOnlyStore(store)) }
 
@@ -215,6 +221,7 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
             case unknownEntity, unknownKey, typeMismatch, validation, modelMismatch, incompatibleStore
             case corruptStore, inaccessibleFault, corruptRecord, invalidObjectState, storage
             case unknownConfiguration, noStore, objectNotFound, mergeConflicts, constraintConflicts, noCoordinator
+            case coordinatorClosed
             case readOnlyStore, invalidContextConfiguration, wouldDeadlock, migrationFailed
             case queryGenerationUnavailable, queryGenerationExpired
         }
@@ -257,6 +264,8 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let constraintConflicts = Code(.constraintConflicts)
         /// ``StrataError/noCoordinator``.
         public static let noCoordinator = Code(.noCoordinator)
+        /// ``StrataError/coordinatorClosed``.
+        public static let coordinatorClosed = Code(.coordinatorClosed)
         /// ``StrataError/readOnlyStore(_:)``.
         public static let readOnlyStore = Code(.readOnlyStore)
         /// ``StrataError/migrationFailed(store:reason:conflicts:)``.
@@ -300,6 +309,7 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
         case .mergeConflicts: .mergeConflicts
         case .constraintConflicts: .constraintConflicts
         case .noCoordinator: .noCoordinator
+        case .coordinatorClosed: .coordinatorClosed
         case .readOnlyStore: .readOnlyStore
         case .migrationFailed: .migrationFailed
         case .invalidContextConfiguration: .invalidContextConfiguration
@@ -503,6 +513,8 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
                 + conflicts.map { "- \($0)" }.joined(separator: "\n")
         case .noCoordinator:
             "the context has no persistent store coordinator"
+        case .coordinatorClosed:
+            "the persistent store coordinator is closed (shut down): it takes no new save, batch request or store"
         case .readOnlyStore(let store):
             "the store \(store) is read-only"
         case .invalidContextConfiguration(let reason):

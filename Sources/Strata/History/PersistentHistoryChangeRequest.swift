@@ -90,9 +90,13 @@ extension PersistentStoreCoordinator {
                     transactions += Self.transactions(records, of: store, matching: request)
                 case .deleteBeforeToken(let token):
                     guard token.storeIdentifier == store.identifier else { continue }
-                    deleted += try file.writeHistory { txn in try HistoryLog.delete(before: token.sequence, in: txn, history: file.historyDatabase) }
+                    deleted += try writeGate.admit {
+                        try file.writeHistory { txn in try HistoryLog.delete(before: token.sequence, in: txn, history: file.historyDatabase) }
+                    }
                 case .deleteBeforeDate(let date):
-                    deleted += try file.writeHistory { txn in try HistoryLog.delete(before: date, in: txn, history: file.historyDatabase) }
+                    deleted += try writeGate.admit {
+                        try file.writeHistory { txn in try HistoryLog.delete(before: date, in: txn, history: file.historyDatabase) }
+                    }
                 }
             } catch let error as StrataError {
                 throw error

@@ -98,6 +98,8 @@ final class RemoteChangeMonitor: Sendable {
         var interval: Duration = .milliseconds(50)
         /// How many looks the timer made (for tests and the idle-cost measure).
         var looks = 0
+        /// Whether the coordinator closed: nothing is watched from then on.
+        var stopped = false
     }
 
     private let state = LockedValue(State())
@@ -137,14 +139,31 @@ final class RemoteChangeMonitor: Sendable {
     /// Adds a listener, and starts watching before returning when nothing watched yet,
     /// so that a commit made after this returns is seen.
     func subscribe(_ continuation: AsyncStream<RemoteChange>.Continuation) -> UInt64 {
-        let id = state.withLock { state in
+        let id = state.withLock { state -> UInt64? in
+            guard !state.stopped else { return nil }
             let id = state.nextSubscriber
             state.nextSubscriber += 1
             state.subscribers[id] = continuation
             return id
         }
+        guard let id else {
+            continuation.finish()   // closed: the sequence ends at once
+            return UInt64.max
+        }
         queue.sync { reconcile() }
         return id
+    }
+
+    /// Stops watching for good (the coordinator closed): the timer stops, and every
+    /// iteration of ``PersistentStoreCoordinator/remoteChanges`` ends.
+    func stop() {
+        let subscribers = state.withLock { state in
+            state.stopped = true
+            defer { state.subscribers = [:] }
+            return Array(state.subscribers.values)
+        }
+        for subscriber in subscribers { subscriber.finish() }
+        queue.sync { reconcile() }
     }
 
     func unsubscribe(_ id: UInt64) {
@@ -169,8 +188,8 @@ final class RemoteChangeMonitor: Sendable {
     /// root context that merges automatically) and it does not run, recording where each
     /// store stands; stops it when nobody does.
     private func reconcile() {
-        let (coordinator, hasSubscribers) = state.withLock { ($0.coordinator, !$0.subscribers.isEmpty) }
-        let wanted = coordinator.map { hasSubscribers || !$0.mergingContexts.alive.isEmpty } ?? false
+        let (coordinator, hasSubscribers, stopped) = state.withLock { ($0.coordinator, !$0.subscribers.isEmpty, $0.stopped) }
+        let wanted = !stopped && (coordinator.map { hasSubscribers || !$0.mergingContexts.alive.isEmpty } ?? false)
         let started = state.withLock { state -> Bool in
             if wanted, state.timer == nil {
                 let timer = DispatchSource.makeTimerSource(queue: queue)
