@@ -6,6 +6,9 @@ let package = Package(
     products: [
         .library(name: "Strata", targets: ["Strata"]),
         .library(name: "StrataLMDB", targets: ["StrataLMDB"]),
+        // A PersistentContainer as a swift-service-lifecycle Service (StrataService): for
+        // servers. A separate product, so that plain users do not resolve the lifecycle package.
+        .library(name: "StrataLifecycle", targets: ["StrataLifecycle"]),
         // Fixtures for tests of code that uses Strata (temporary store directories).
         .library(name: "StrataTesting", targets: ["StrataTesting"]),
         .executable(name: "strata", targets: ["StrataCLI"]),
@@ -24,6 +27,8 @@ let package = Package(
         // application bootstraps the backends: Prometheus, OpenTelemetry, ...).
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
+        // StrataLifecycle only (and the reliability tool's shutdown worker).
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // Debian's liblmdb-dev. Only StrataLMDB imports this module.
@@ -54,6 +59,14 @@ let package = Package(
             ]
         ),
         .target(name: "StrataTesting", dependencies: ["StrataLocks"]),
+        .target(
+            name: "StrataLifecycle",
+            dependencies: [
+                "Strata",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // libFuzzer target for the record decoder: `make fuzz` (replays files when built normally).
         .executableTarget(name: "RecordDecoderFuzzer", dependencies: ["Strata"]),
         // libFuzzer target for the predicate format parser: `make fuzz` (replays files when built normally).
@@ -65,8 +78,10 @@ let package = Package(
         .executableTarget(
             name: "StrataReliabilityTool",
             dependencies: [
-                "StrataReliability", "Strata",
+                "StrataReliability", "Strata", "StrataLifecycle", "StrataLocks",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
         // `make profile`: import and fetch workloads, through Strata and raw liblmdb, counted by callgrind.
@@ -95,6 +110,14 @@ let package = Package(
         .testTarget(
             name: "StrataReliabilityTests",
             dependencies: ["StrataReliability", "Strata", "StrataLMDB", "StrataTesting", "StrataReliabilityTool"]
+        ),
+        .testTarget(
+            name: "StrataLifecycleTests",
+            dependencies: [
+                "StrataLifecycle", "Strata", "StrataTesting",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
+            ]
         ),
         .testTarget(
             name: "StrataCLITests",

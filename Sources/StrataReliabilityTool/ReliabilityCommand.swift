@@ -11,5 +11,6 @@ struct ReliabilityCommand: AsyncParsableCommand {
         subcommands: [
             KillCyclesCommand.self, WorkerCommand.self, PinCommand.self, FaultsCommand.self, OpenProbeCommand.self,
             MigrationCyclesCommand.self, MigrateWorkerCommand.self, RemotePeerCommand.self, BatchWorkerCommand.self,
+            ServiceWorkerCommand.self,
         ])
 }
