@@ -41,11 +41,11 @@ struct StrataServiceTests {
         try await testGracefulShutdown { trigger in
             let service = StrataService(container: container)
             let running = Task { try await service.run() }
-            // Loaded by the service: a context can save.
-            let deadline = ContinuousClock.now + .seconds(30)
-            while container.persistentStoreCoordinator.persistentStores.isEmpty, ContinuousClock.now < deadline {
+            // The service loads the stores; a second load waits for it and adds nothing.
+            while container.persistentStoreCoordinator.persistentStores.isEmpty {
                 try await Task.sleep(for: .milliseconds(5))
             }
+            try await container.loadPersistentStores()
             try await container.performBackgroundTask { context in
                 let entry = Entry()
                 entry.title = "before"

@@ -84,7 +84,7 @@ extension PersistentStoreCoordinator {
         case .overwrite: storage.hasRelationships ? nil : .overwrite
         default: nil
         }
-        let collectsIDs = request.resultType == .objectIDs || !mergingContexts.alive.isEmpty
+        let collectsIDs = request.resultType == .objectIDs || !mergingContexts.alive.isEmpty || liveResults.hasObservers
         let tracksHistory = store.options.tracksPersistentHistory
         let storedNames = storage.entity.attributes.filter { !$0.isTransient }.map(\.name)
         let outcome = try writeBatch(to: store) { writer in
@@ -169,7 +169,7 @@ extension PersistentStoreCoordinator {
         fetch.resultType = .managedObjectID
         let plan = try FetchPlanner.plan(fetch, in: managedObjectModel)
         let names = request.propertiesToUpdate.keys.sorted()
-        let collectsIDs = request.resultType == .objectIDs || !mergingContexts.alive.isEmpty
+        let collectsIDs = request.resultType == .objectIDs || !mergingContexts.alive.isEmpty || liveResults.hasObservers
         var total = BatchOutcome()
         guard !names.isEmpty else { return total.result(request.resultType) }
         for store in stores(for: request.entityName, includesSubentities: request.includesSubentities) {
@@ -212,7 +212,7 @@ extension PersistentStoreCoordinator {
     // MARK: Delete
 
     private nonisolated func batchDelete(_ request: BatchDeleteRequest, history: BatchHistory) throws -> PersistentStoreResult {
-        let collectsIDs = request.resultType == .objectIDs || !mergingContexts.alive.isEmpty
+        let collectsIDs = request.resultType == .objectIDs || !mergingContexts.alive.isEmpty || liveResults.hasObservers
         var total = BatchOutcome()
         // What to delete, by store: the fetch's rows (found in the write), or the IDs given.
         let targets: [(store: PersistentStore, ids: [ManagedObjectID]?)]
@@ -353,6 +353,7 @@ extension PersistentStoreCoordinator {
     /// its didMergeChanges notification, not registered (a batch may insert millions).
     nonisolated func mergeIntoContexts(_ changes: BatchChanges) {
         guard !changes.isEmpty else { return }
+        liveResults.publish(LiveChange(changes))
         let contexts = mergingContexts.alive
         guard !contexts.isEmpty else { return }
         let inserted = Set(changes.inserted), updated = Set(changes.updated), deleted = Set(changes.deleted)

@@ -96,7 +96,25 @@ extension ManagedObjectContext {
 final class ContextNotifier: Sendable {
     private struct Subscriber: Sendable {
         let kinds: Set<ContextNotification.Kind>
-        let continuation: AsyncStream<ContextNotification>.Continuation
+        let receiver: Receiver
+    }
+
+    /// Where a subscriber's notifications go: a stream, or a handler called on the
+    /// posting context's thread (live results: it only marks its observer stale).
+    private enum Receiver: Sendable {
+        case stream(AsyncStream<ContextNotification>.Continuation)
+        case handler(@Sendable (ContextNotification) -> Void)
+
+        func deliver(_ notification: ContextNotification) {
+            switch self {
+            case .stream(let continuation): continuation.yield(notification)
+            case .handler(let handler): handler(notification)
+            }
+        }
+
+        func finish() {
+            if case .stream(let continuation) = self { continuation.finish() }
+        }
     }
 
     private struct State: Sendable {
@@ -114,13 +132,28 @@ final class ContextNotifier: Sendable {
         let (stream, continuation) = AsyncStream.makeStream(of: ContextNotification.self, bufferingPolicy: bufferingPolicy)
         let token = state.withLock { state in
             state.nextToken += 1
-            state.subscribers[state.nextToken] = Subscriber(kinds: kinds, continuation: continuation)
+            state.subscribers[state.nextToken] = Subscriber(kinds: kinds, receiver: .stream(continuation))
             return state.nextToken
         }
         continuation.onTermination = { [weak self] _ in
             self?.state.withLock { state in state.subscribers[token] = nil }
         }
         return stream
+    }
+
+    /// Calls `handler` with every notification of `kinds` until ``unsubscribe(_:)`` with
+    /// the token returned.
+    func subscribe(to kinds: Set<ContextNotification.Kind>, handler: @escaping @Sendable (ContextNotification) -> Void) -> UInt64 {
+        state.withLock { state in
+            state.nextToken += 1
+            state.subscribers[state.nextToken] = Subscriber(kinds: kinds, receiver: .handler(handler))
+            return state.nextToken
+        }
+    }
+
+    /// Removes the handler subscribed with `token`.
+    func unsubscribe(_ token: UInt64) {
+        _ = state.withLock { state in state.subscribers.removeValue(forKey: token) }
     }
 
     /// Whether a stream wants `kind`.
@@ -131,18 +164,18 @@ final class ContextNotifier: Sendable {
     /// Delivers `notification` to every stream that wants it.
     func yield(_ notification: ContextNotification) {
         let receivers = state.withLock { state in
-            state.subscribers.values.filter { $0.kinds.contains(notification.kind) }.map(\.continuation)
+            state.subscribers.values.filter { $0.kinds.contains(notification.kind) }.map(\.receiver)
         }
-        for continuation in receivers { continuation.yield(notification) }
+        for receiver in receivers { receiver.deliver(notification) }
     }
 
     /// Ends every stream (the context is going away).
     func finish() {
         let receivers = state.withLock { state in
             defer { state.subscribers = [:] }
-            return state.subscribers.values.map(\.continuation)
+            return state.subscribers.values.map(\.receiver)
         }
-        for continuation in receivers { continuation.finish() }
+        for receiver in receivers { receiver.finish() }
     }
 
     deinit { finish() }

@@ -113,6 +113,12 @@ extension ObjectGraph {
     /// properties.
     func writeToStores(_ batch: SaveBatch, policy: MergePolicy = .error, history: SaveHistory? = nil) throws -> ObjectChangeSets {
         var plan = SavePlan()
+        // Live results follow the save; they need each updated object's changed keys,
+        // read before the commit clears them (only while something observes).
+        let hub = try coordinator.liveResults
+        let changedKeys: [ObjectIdentifier: Set<String>] = hub.hasObservers
+            ? Dictionary(batch.updated.map { (ObjectIdentifier($0), Set($0.changedPropertyNames())) }) { first, _ in first }
+            : [:]
         for object in batch.inserted {
             let store = try store(forNew: object, plan: &plan)
             try plan.add(object, to: store, key: object.hasTemporaryID ? 0 : object.rowKey, baseVersion: 0)
@@ -221,6 +227,13 @@ extension ObjectGraph {
         for object in batch.inserted + batch.updated + batch.deleted { object.didSave() }
         var saved = ObjectChangeSets(inserted: batch.inserted, updated: batch.updated, deleted: batch.deleted)
         saved.queryGeneration = outcome.token
+        if hub.hasObservers {
+            var change = LiveChange()
+            change.inserted = Set(saved.inserted.map(\.objectID))
+            for object in saved.updated { change.updated[object.objectID] = .some(changedKeys[ObjectIdentifier(object)]) }
+            change.deleted = Set(saved.deleted.map(\.objectID))
+            hub.publish(change)
+        }
         return saved
     }
 

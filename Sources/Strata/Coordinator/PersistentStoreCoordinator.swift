@@ -47,6 +47,8 @@ public actor PersistentStoreCoordinator {
     nonisolated let instruments: Instruments
     /// Admits writes and store openings until the coordinator closes (``close(timeout:)``).
     nonisolated let writeGate = WriteGate()
+    /// The live results observed on this coordinator's contexts.
+    nonisolated let liveResults = LiveResultsHub()
     /// What happens to a context whose query generation grew old.
     nonisolated let generationAgePolicy = LockedValue(QueryGenerationAgePolicy.unlimited)
 

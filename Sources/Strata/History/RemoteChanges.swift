@@ -177,7 +177,7 @@ final class RemoteChangeMonitor: Sendable {
     /// never waits for a context, it only schedules their merges.)
     func update() {
         let (coordinator, watching) = state.withLock { ($0.coordinator, $0.timer != nil) }
-        if !watching, let coordinator, !coordinator.mergingContexts.alive.isEmpty {
+        if !watching, let coordinator, !coordinator.mergingContexts.alive.isEmpty || coordinator.liveResults.hasObservers {
             queue.sync { reconcile() }
         } else {
             queue.async { [weak self] in self?.reconcile() }
@@ -189,7 +189,8 @@ final class RemoteChangeMonitor: Sendable {
     /// store stands; stops it when nobody does.
     private func reconcile() {
         let (coordinator, hasSubscribers, stopped) = state.withLock { ($0.coordinator, !$0.subscribers.isEmpty, $0.stopped) }
-        let wanted = !stopped && (coordinator.map { hasSubscribers || !$0.mergingContexts.alive.isEmpty } ?? false)
+        let wanted = !stopped
+            && (coordinator.map { hasSubscribers || !$0.mergingContexts.alive.isEmpty || $0.liveResults.hasObservers } ?? false)
         let started = state.withLock { state -> Bool in
             if wanted, state.timer == nil {
                 let timer = DispatchSource.makeTimerSource(queue: queue)
@@ -222,7 +223,8 @@ final class RemoteChangeMonitor: Sendable {
             if !startingOnly { state.looks += 1 }
             return state.timer == nil ? nil : state.coordinator
         }) else { return }
-        if !startingOnly, state.withLock({ $0.subscribers.isEmpty }), coordinator.mergingContexts.alive.isEmpty {
+        if !startingOnly, state.withLock({ $0.subscribers.isEmpty }), coordinator.mergingContexts.alive.isEmpty,
+           !coordinator.liveResults.hasObservers {
             reconcile()   // the last listener went
             return
         }
@@ -282,6 +284,12 @@ final class RemoteChangeMonitor: Sendable {
             return Array(state.subscribers.values)
         }
         coordinator.mergeIntoContexts(merged)
+        // A store without history names no object: its live results look again.
+        if changes.contains(where: { $0.historyToken == nil }) {
+            var everything = LiveChange()
+            everything.everything = true
+            coordinator.liveResults.publish(everything)
+        }
         for change in changes {
             if let store = stores.first(where: { $0.identifier == change.storeIdentifier }) {
                 coordinator.logger.debug("other processes committed", metadata: store.logMetadata.merging([
