@@ -89,6 +89,7 @@ public struct BenchConfig: Sendable {
         (8, "migration"),
         (9, "batch requests"),
         (9, "batch requests, remote-change watch"),
+        (10, "live results"),
     ]
 
     /// Whether scenario `number` runs: its part called `name`, or any of its parts when

@@ -38,6 +38,7 @@ public final class BenchRun {
         if config.runs(8) { try runMigration() }
         if config.runs(9, "batch requests") { try runBatchRequests() }
         if config.runs(9, "batch requests, remote-change watch") { try runWatchCost() }
+        if config.runs(10) { try runLiveResults() }
         populated = nil
     }
 
