@@ -9,7 +9,7 @@ let package = Package(
         // A PersistentContainer as a swift-service-lifecycle Service (StrataService): for
         // servers. A separate product, so that plain users do not resolve the lifecycle package.
         .library(name: "StrataLifecycle", targets: ["StrataLifecycle"]),
-        // Fixtures for tests of code that uses Strata (temporary store directories).
+        // Fixtures for tests of code that uses Strata: a container per test, waits, captures.
         .library(name: "StrataTesting", targets: ["StrataTesting"]),
         .executable(name: "strata", targets: ["StrataCLI"]),
         // The reliability suite's long runs and crash workers (`make reliability`).
@@ -58,7 +58,19 @@ let package = Package(
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
-        .target(name: "StrataTesting", dependencies: ["StrataLocks"]),
+        // What tests of code that uses Strata need: fixtures (a container per test, a
+        // Swift Testing trait), waits with deadlines, captured logs, metrics and spans.
+        .target(
+            name: "StrataTesting",
+            dependencies: [
+                "StrataLocks", "Strata",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "InMemoryLogging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+            ]
+        ),
         .target(
             name: "StrataLifecycle",
             dependencies: [
