@@ -71,3 +71,28 @@ func directFixture() async throws {
         }
     }
 }
+
+@Test("storedVersion: 0 before the first save, one more after every save of the row, whoever saves it", .strataStore(types: [Folder.self, Note.self]))
+func storedVersions() async throws {
+    let container = try #require(StrataFixture.current).container
+    let (id, first) = try await container.performBackgroundTask { context -> (ManagedObjectID, [UInt64]) in
+        let note = Note()
+        try context.insert(note)
+        var versions = [try note.storedVersion()]
+        try context.save()
+        versions.append(try note.storedVersion())
+        note.title = "changed"
+        versions.append(try note.storedVersion())   // unsaved changes do not count
+        try context.save()
+        versions.append(try note.storedVersion())
+        return (note.objectID, versions)
+    }
+    #expect(first == [0, 1, 1, 2])
+    var update = BatchUpdateRequest(entityName: "Note")
+    update.propertiesToUpdate = ["priority": .constant(3)]
+    _ = try container.persistentStoreCoordinator.execute(update)
+    let fresh = try await container.performBackgroundTask { context in
+        try (context.existingObject(with: id) as! Note).storedVersion()
+    }
+    #expect(fresh == 3)
+}

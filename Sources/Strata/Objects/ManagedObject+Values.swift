@@ -2,6 +2,20 @@ import Foundation
 
 /// Key-value access and change tracking.
 extension ManagedObject {
+    /// The version of the stored row the object's committed values were read at: 0 for
+    /// an object never saved, and one more after every save that writes its row (any
+    /// context's, a batch update's). What an HTTP `ETag` is made of: a client that sends
+    /// it back in `If-Match` asks to change the object only if nobody changed it since.
+    /// Unsaved changes do not change it; a save of this object makes it the saved row's.
+    ///
+    /// Fires the fault if the object is one.
+    ///
+    /// - Throws: ``StrataError/inaccessibleFault(_:)`` when the object's row no longer exists.
+    public func storedVersion() throws(StrataError) -> UInt64 {
+        guard isInserted || fulfilIfNeeded() else { throw inaccessibleError }
+        return rowVersion
+    }
+
     /// The value of the property named `key`: an attribute's Swift value (`Int16`,
     /// `Int32`, `Int64`, `Double`, `Float`, `Bool`, `String`, `Date`, `Data`, `UUID`,
     /// `URL`, `Decimal`, or the transformable type), a to-one relationship's
