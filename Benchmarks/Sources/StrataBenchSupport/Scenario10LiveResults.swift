@@ -25,7 +25,8 @@ extension BenchRun {
         }
         var rows: [Binding: LiveFigures] = [:]
         try withDirectory("live-strata") { directory in
-            let store = try waitFor { try await StrataStore.open(at: directory.path, durability: .noSync) }
+            let path = directory.path
+            let store = try waitFor { try await StrataStore.open(at: path, durability: .noSync) }
             try store.makeContext().performAndWait { try StrataWork.importRecords(records, in: $0) }
             rows[.strata] = try measureStrataLive(store, observers: observers, changes: changes)
         }
