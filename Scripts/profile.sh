@@ -59,6 +59,7 @@ saving() {
     echo $(( $(instructions "$with" "$(copied "$size")") - $(instructions "$without" "$(copied "$size")") ))
 }
 report "root context save of N updates" "$(saving update fetch-update "$n")" "$(saving update fetch-update "$((2 * n))")"
+report "root save of N updates, 100 observers" "$(saving observed-update observed-fetch-update "$n")" "$(saving observed-update observed-fetch-update "$((2 * n))")"
 report "root save of N updates, history on" "$(saving update-history fetch-update-history "$n")" "$(saving update-history fetch-update-history "$((2 * n))")"
 report "child -> parent save (one hop)" "$(saving child-update child-fetch "$n")" "$(saving child-update child-fetch "$((2 * n))")"
 report "middle of a chain -> root (one hop)" "$(saving chain-hop chain-leaf "$n")" "$(saving chain-hop chain-leaf "$((2 * n))")"

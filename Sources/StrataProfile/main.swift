@@ -234,6 +234,27 @@ func strataUpdate(_ directory: String, child: Bool, saving: Bool, history: Bool 
     withExtendedLifetime(root) {}
 }
 
+/// ``strataUpdate(_:child:saving:history:)`` with `observers` live results registered on
+/// the root context, each of `rank == j` (none reads `score`, which the save changes): what
+/// observers cost a save — the changed keys gathered and each observer's check.
+func strataObservedUpdate(_ directory: String, observers: Int, saving: Bool) throws {
+    let root = ManagedObjectContext(.privateQueue, coordinator: try openStrata(directory))
+    var kept: [AnyObject] = []
+    for rank in 0..<observers {
+        var request = FetchRequest<Item>()
+        request.predicate = try FetchPredicate(format: "rank == %d", rank)
+        kept.append(try root.results(for: request).startObservingSynchronously())
+    }
+    let count = try root.performAndWait { context in
+        context.notificationCenter = nil
+        let count = try negateScores(in: context)
+        if saving { try context.save() }
+        return count
+    }
+    print("updated \(count) objects with \(kept.count) observers\(saving ? ", saved" : "")")
+    withExtendedLifetime(kept) {}
+}
+
 /// A chain root <- middle <- leaf: every object fetched in the leaf, its score changed,
 /// the leaf saved into the middle, and with `hopping` the middle into the root (a hop
 /// from the middle of a chain).
@@ -459,6 +480,8 @@ do {
         try strataUpdate(arguments.last!, child: false, saving: false, history: true)
     case ("fetch-update", 2):
         try strataUpdate(arguments.last!, child: false, saving: false)
+    case ("observed-update", 2), ("observed-fetch-update", 2):
+        try strataObservedUpdate(arguments.last!, observers: 100, saving: command == "observed-update")
     case ("child-fetch", 2):
         try strataUpdate(arguments.last!, child: true, saving: false)
     case ("child-update", 2):

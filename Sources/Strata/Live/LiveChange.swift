@@ -18,6 +18,28 @@ struct LiveChange: Sendable {
 
     var isEmpty: Bool { inserted.isEmpty && updated.isEmpty && deleted.isEmpty && !everything }
 
+    /// What the change did to one entity, summed once per change so that each observer
+    /// decides in time proportional to its own results, not to the change.
+    struct EntitySummary: Sendable {
+        var inserted = false
+        /// The keys updated objects of the entity changed; nil when some are unknown.
+        var updatedKeys: Set<String>? = []
+        var updates = false
+    }
+
+    /// The change by entity name.
+    func summary() -> [String: EntitySummary] {
+        var entities: [String: EntitySummary] = [:]
+        for id in inserted { entities[id.entityName, default: EntitySummary()].inserted = true }
+        for (id, keys) in updated {
+            var summary = entities[id.entityName, default: EntitySummary()]
+            summary.updates = true
+            if let keys, summary.updatedKeys != nil { summary.updatedKeys!.formUnion(keys) } else { summary.updatedKeys = nil }
+            entities[id.entityName] = summary
+        }
+        return entities
+    }
+
     /// The change of a batch request or a merge of other processes' changes (no keys).
     init(_ changes: BatchChanges) {
         inserted = Set(changes.inserted)
@@ -42,7 +64,7 @@ struct LiveChange: Sendable {
 /// again. With no observer, publishing costs one check.
 final class LiveResultsHub: Sendable {
     private struct State {
-        var observers: [UInt64: @Sendable (LiveChange) -> Void] = [:]
+        var observers: [UInt64: @Sendable (LiveChange, [String: LiveChange.EntitySummary]) -> Void] = [:]
         var next: UInt64 = 0
     }
 
@@ -53,8 +75,8 @@ final class LiveResultsHub: Sendable {
     /// Whether anything observes: saves gather their changed keys only then.
     var hasObservers: Bool { count.withLock { $0 > 0 } }
 
-    /// Registers `offer`, called with every change until ``remove(_:)``.
-    func add(_ offer: @escaping @Sendable (LiveChange) -> Void) -> UInt64 {
+    /// Registers `offer`, called with every change (and its summary by entity) until ``remove(_:)``.
+    func add(_ offer: @escaping @Sendable (LiveChange, [String: LiveChange.EntitySummary]) -> Void) -> UInt64 {
         let id = state.withLock { state in
             state.next += 1
             state.observers[state.next] = offer
@@ -74,6 +96,7 @@ final class LiveResultsHub: Sendable {
     func publish(_ change: LiveChange) {
         guard !change.isEmpty, hasObservers else { return }
         let observers = state.withLock { Array($0.observers.values) }
-        for offer in observers { offer(change) }
+        let summary = change.summary()
+        for offer in observers { offer(change, summary) }
     }
 }

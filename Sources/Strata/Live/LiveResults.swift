@@ -153,6 +153,15 @@ public struct LiveResults<Value: Sendable>: AsyncSequence, Sendable {
         AsyncIterator(observer: LiveResultsObserver(results: self))
     }
 
+    /// An observer registered now, without its first snapshot and without watching other
+    /// processes (no timer): for `strata-profile`, which counts what observers cost a save
+    /// on one thread. It observes until the returned value goes.
+    package func startObservingSynchronously() throws -> AnyObject {
+        let observer = LiveResultsObserver(results: self)
+        _ = try observer.start(watchingOtherProcesses: false)
+        return observer
+    }
+
     /// Gives the snapshots one at a time; the observer goes with it.
     public struct AsyncIterator: AsyncIteratorProtocol {
         let observer: LiveResultsObserver<Value>
@@ -248,7 +257,7 @@ final class LiveResultsObserver<Element: Sendable>: Sendable {
     }
 
     /// Registers the observer at the first call (returns true then).
-    private func start() throws -> Bool {
+    func start(watchingOtherProcesses: Bool = true) throws -> Bool {
         guard !state.withLock({ $0.started }) else { return false }
         let context = results.context
         guard let coordinator = context.persistentStoreCoordinator else { throw StrataError.noCoordinator }
@@ -257,7 +266,9 @@ final class LiveResultsObserver<Element: Sendable>: Sendable {
             state.started = true
             state.interest = interest
         }
-        let offer: @Sendable (LiveChange) -> Void = { [weak self] change in self?.offer(change) }
+        let offer: @Sendable (LiveChange, [String: LiveChange.EntitySummary]) -> Void = { [weak self] change, summary in
+            self?.offer(change, summary: summary)
+        }
         let hubID = coordinator.liveResults.add(offer)
         // The context's own changes and merges, and for a child its ancestors' (a sibling's
         // save into the parent changes what the child fetches).
@@ -265,7 +276,8 @@ final class LiveResultsObserver<Element: Sendable>: Sendable {
         var next: ManagedObjectContext? = context
         while let observed = next {
             let token = observed.notifier.subscribe(to: [.objectsDidChange, .didMergeChanges]) { [weak self] notification in
-                self?.offer(LiveChange(notification))
+                let change = LiveChange(notification)
+                self?.offer(change, summary: change.summary())
             }
             contexts.append((observed, token))
             next = observed.parent
@@ -274,7 +286,7 @@ final class LiveResultsObserver<Element: Sendable>: Sendable {
             state.hub = (coordinator.liveResults, hubID)
             state.contexts = contexts
         }
-        coordinator.remoteChangeMonitor.update()   // other processes' commits, while observed
+        if watchingOtherProcesses { coordinator.remoteChangeMonitor.update() }   // other processes' commits, while observed
         return true
     }
 
@@ -298,22 +310,35 @@ final class LiveResultsObserver<Element: Sendable>: Sendable {
     }
 
     /// Marks the observer stale when `change` can affect the results, and wakes `next()`.
-    private func offer(_ change: LiveChange) {
+    /// Costs a look at `summary` per entity the request reads, and set lookups in
+    /// proportion to the smaller of the change and the results: never a fetch.
+    private func offer(_ change: LiveChange, summary: [String: LiveChange.EntitySummary]) {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
             guard !state.ended else { return nil }
             let interest = state.interest
-            var relevant = change.everything || change.deleted.contains { state.current.contains($0) }
-                || change.inserted.contains { interest.entities.contains($0.entityName) }
-            for (id, keys) in change.updated {
-                if state.current.contains(id) {
-                    state.updated.insert(id)
-                    relevant = true
-                } else if !relevant {
-                    if interest.followsRelationships {
-                        relevant = true
-                    } else if interest.entities.contains(id.entityName) {
-                        relevant = keys.map { !$0.isDisjoint(with: interest.keys) } ?? true
-                    }
+            var relevant = change.everything
+            // Objects of the results that the change updated (reported as updated) or deleted.
+            if !change.updated.isEmpty {
+                if state.current.count <= change.updated.count {
+                    for id in state.current where change.updated[id] != nil { state.updated.insert(id) }
+                } else {
+                    for id in change.updated.keys where state.current.contains(id) { state.updated.insert(id) }
+                }
+                if !state.updated.isEmpty { relevant = true }
+            }
+            if !relevant, !change.deleted.isEmpty {
+                relevant = state.current.count <= change.deleted.count
+                    ? state.current.contains { change.deleted.contains($0) }
+                    : change.deleted.contains { state.current.contains($0) }
+            }
+            if !relevant {
+                // New objects of the entity, or updates of keys the request reads.
+                for (entity, entitySummary) in summary {
+                    let ours = interest.entities.contains(entity)
+                    if ours && entitySummary.inserted { relevant = true; break }
+                    guard entitySummary.updates, ours || interest.followsRelationships else { continue }
+                    if interest.followsRelationships { relevant = true; break }
+                    if entitySummary.updatedKeys.map({ !$0.isDisjoint(with: interest.keys) }) ?? true { relevant = true; break }
                 }
             }
             guard relevant else { return nil }
