@@ -205,6 +205,25 @@ struct LiveResultsTests {
         await recorder.cancel()
     }
 
+    @Test("a parent saving a child's change to an object it never read: the keys are unknown there, and the observer looks again")
+    func unreadChangesThroughAParent() async throws {
+        let world = try await Self.world()
+        try await Self.save(world.coordinator) { try Self.note("low", 0, in: $0) }
+        let recorder = AsyncRecorder(world.observed.results(for: Self.urgent) { $0.title })
+        #expect(try await recorder.wait(forCount: 1)[0].elements.isEmpty)
+        let parent = ManagedObjectContext(.privateQueue, coordinator: world.coordinator, name: "parent")
+        let child = ManagedObjectContext(.privateQueue, parent: parent, name: "child")
+        try await child.perform { context in
+            let note = try context.fetch(FetchRequest<Note>())[0]
+            note.priority = 4
+            try context.save()   // into the parent, which has not read the note
+        }
+        try await parent.perform { try $0.save() }
+        let second = try await recorder.wait(forCount: 2)[1]
+        #expect(second.elements == ["low"])
+        await recorder.cancel()
+    }
+
     @Test("ending the iteration removes the observer: a break, and a cancelled task")
     func endingRemovesObserver() async throws {
         let world = try await Self.world()

@@ -113,12 +113,10 @@ extension ObjectGraph {
     /// properties.
     func writeToStores(_ batch: SaveBatch, policy: MergePolicy = .error, history: SaveHistory? = nil) throws -> ObjectChangeSets {
         var plan = SavePlan()
-        // Live results follow the save; they need each updated object's changed keys,
+        // Live results follow the save; they need the keys updated objects set, by entity,
         // read before the commit clears them (only while something observes).
         let hub = try coordinator.liveResults
-        let changedKeys: [ObjectIdentifier: Set<String>] = hub.hasObservers
-            ? Dictionary(batch.updated.map { (ObjectIdentifier($0), Set($0.changedPropertyNames())) }) { first, _ in first }
-            : [:]
+        let touchedKeys = hub.hasObservers ? TouchedKeys(batch.updated) : nil
         for object in batch.inserted {
             let store = try store(forNew: object, plan: &plan)
             try plan.add(object, to: store, key: object.hasTemporaryID ? 0 : object.rowKey, baseVersion: 0)
@@ -227,11 +225,12 @@ extension ObjectGraph {
         for object in batch.inserted + batch.updated + batch.deleted { object.didSave() }
         var saved = ObjectChangeSets(inserted: batch.inserted, updated: batch.updated, deleted: batch.deleted)
         saved.queryGeneration = outcome.token
-        if hub.hasObservers {
+        if let touchedKeys, hub.hasObservers {
             var change = LiveChange()
             change.inserted = Set(saved.inserted.map(\.objectID))
-            for object in saved.updated { change.updated[object.objectID] = .some(changedKeys[ObjectIdentifier(object)]) }
+            change.updated = Set(saved.updated.map(\.objectID))
             change.deleted = Set(saved.deleted.map(\.objectID))
+            change.entities = touchedKeys.summary(inserted: saved.inserted, updated: saved.updated)
             hub.publish(change)
         }
         return saved
@@ -467,5 +466,44 @@ private struct SavePlan {
             related.append(object)
             storeOfRelated[ObjectIdentifier(object)] = store
         }
+    }
+}
+
+/// The keys a save's updated objects set, by entity, for live results: slots gathered per
+/// object (no value compared, no string hashed), named once per entity.
+struct TouchedKeys {
+    private var byEntity: [ObjectIdentifier: (entity: EntityDescription, attributes: [Bool], relationships: [Bool], unknown: Bool)] = [:]
+
+    init(_ objects: [ManagedObject]) {
+        for object in objects {
+            let entity = object.entity
+            let key = ObjectIdentifier(entity)
+            var touched = byEntity[key] ?? (entity, Array(repeating: false, count: entity.attributes.count),
+                                             Array(repeating: false, count: entity.relationships.count), false)
+            if !object.markTouchedSlots(attributes: &touched.attributes, relationships: &touched.relationships) { touched.unknown = true }
+            byEntity[key] = touched
+        }
+    }
+
+    /// The summary by entity name of a save that inserted `inserted` and updated `updated`.
+    func summary(inserted: [ManagedObject], updated: [ManagedObject]) -> [String: LiveChange.EntitySummary] {
+        var entities: [String: LiveChange.EntitySummary] = [:]
+        for (entity, attributes, relationships, unknown) in byEntity.values {
+            var keys = Set<String>()
+            for (slot, touched) in attributes.enumerated() where touched { keys.insert(entity.attributes[slot].name) }
+            for (slot, touched) in relationships.enumerated() where touched { keys.insert(entity.relationships[slot].name) }
+            // An entity may come with two descriptions (a class's and the model's): union them.
+            let known = entities[entity.name].map { $0.updatedKeys.map { $0.union(keys) } } ?? keys
+            entities[entity.name] = LiveChange.EntitySummary(inserted: false, updates: false, updatedKeys: unknown ? nil : known)
+        }
+        var seen = Set<ObjectIdentifier>()
+        for object in updated where seen.insert(ObjectIdentifier(object.entity)).inserted {
+            entities[object.entity.name, default: LiveChange.EntitySummary(updatedKeys: nil)].updates = true
+        }
+        seen = []
+        for object in inserted where seen.insert(ObjectIdentifier(object.entity)).inserted {
+            entities[object.entity.name, default: LiveChange.EntitySummary()].inserted = true
+        }
+        return entities
     }
 }

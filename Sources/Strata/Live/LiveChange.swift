@@ -3,59 +3,58 @@ internal import StrataLocks
 
 /// A change that live results (``ManagedObjectContext/results(for:sectionNameKeyPath:)``)
 /// may have to follow: what a commit, a batch request, another process's commit or a
-/// context's own event changed.
+/// context's own event changed, with a summary by entity made once by its producer, so
+/// that each observer decides in time proportional to its own results, not to the change.
 struct LiveChange: Sendable {
+    /// What the change did to one entity's objects.
+    struct EntitySummary: Sendable {
+        var inserted = false
+        var updates = false
+        /// The keys updated objects of the entity changed (or set); nil when some are
+        /// not known (a batch request, another process, a context's event).
+        var updatedKeys: Set<String>? = []
+    }
+
     /// Objects inserted.
     var inserted: Set<ManagedObjectID> = []
-    /// Objects updated, with the keys that changed; nil keys when they are not known
-    /// (a batch request, another process, a context's event).
-    var updated: [ManagedObjectID: Set<String>?] = [:]
+    /// Objects updated.
+    var updated: Set<ManagedObjectID> = []
     /// Objects deleted.
     var deleted: Set<ManagedObjectID> = []
     /// Something changed that names no object (a context reset, another process's
     /// commit to a store without history): every observer looks again.
     var everything = false
+    /// The change by entity name.
+    var entities: [String: EntitySummary] = [:]
 
     var isEmpty: Bool { inserted.isEmpty && updated.isEmpty && deleted.isEmpty && !everything }
 
-    /// What the change did to one entity, summed once per change so that each observer
-    /// decides in time proportional to its own results, not to the change.
-    struct EntitySummary: Sendable {
-        var inserted = false
-        /// The keys updated objects of the entity changed; nil when some are unknown.
-        var updatedKeys: Set<String>? = []
-        var updates = false
-    }
+    init() {}
 
-    /// The change by entity name.
-    func summary() -> [String: EntitySummary] {
-        var entities: [String: EntitySummary] = [:]
+    /// A change of objects known by ID only: updated keys unknown.
+    init(inserted: Set<ManagedObjectID>, updated: Set<ManagedObjectID>, deleted: Set<ManagedObjectID>) {
+        self.inserted = inserted
+        self.updated = updated
+        self.deleted = deleted
         for id in inserted { entities[id.entityName, default: EntitySummary()].inserted = true }
-        for (id, keys) in updated {
-            var summary = entities[id.entityName, default: EntitySummary()]
-            summary.updates = true
-            if let keys, summary.updatedKeys != nil { summary.updatedKeys!.formUnion(keys) } else { summary.updatedKeys = nil }
-            entities[id.entityName] = summary
+        for id in updated {
+            entities[id.entityName, default: EntitySummary()].updates = true
+            entities[id.entityName]?.updatedKeys = nil
         }
-        return entities
     }
 
-    /// The change of a batch request or a merge of other processes' changes (no keys).
+    /// The change of a batch request or a merge of other processes' changes.
     init(_ changes: BatchChanges) {
-        inserted = Set(changes.inserted)
-        for id in changes.updated { updated[id] = .some(nil) }
-        deleted = Set(changes.deleted)
+        self.init(inserted: Set(changes.inserted), updated: Set(changes.updated), deleted: Set(changes.deleted))
     }
 
-    /// What a context's notification names (no keys).
+    /// What a context's notification names.
     init(_ notification: ContextNotification) {
-        inserted = notification.insertedObjectIDs
-        for id in notification.updatedObjectIDs.union(notification.refreshedObjectIDs) { updated[id] = .some(nil) }
-        deleted = notification.deletedObjectIDs.union(notification.invalidatedObjectIDs)
+        self.init(
+            inserted: notification.insertedObjectIDs, updated: notification.updatedObjectIDs.union(notification.refreshedObjectIDs),
+            deleted: notification.deletedObjectIDs.union(notification.invalidatedObjectIDs))
         everything = notification.invalidatedAllObjects
     }
-
-    init() {}
 }
 
 /// The live results observed on a coordinator: every commit of this process (saves of
@@ -64,7 +63,7 @@ struct LiveChange: Sendable {
 /// again. With no observer, publishing costs one check.
 final class LiveResultsHub: Sendable {
     private struct State {
-        var observers: [UInt64: @Sendable (LiveChange, [String: LiveChange.EntitySummary]) -> Void] = [:]
+        var observers: [UInt64: @Sendable (LiveChange) -> Void] = [:]
         var next: UInt64 = 0
     }
 
@@ -75,8 +74,8 @@ final class LiveResultsHub: Sendable {
     /// Whether anything observes: saves gather their changed keys only then.
     var hasObservers: Bool { count.withLock { $0 > 0 } }
 
-    /// Registers `offer`, called with every change (and its summary by entity) until ``remove(_:)``.
-    func add(_ offer: @escaping @Sendable (LiveChange, [String: LiveChange.EntitySummary]) -> Void) -> UInt64 {
+    /// Registers `offer`, called with every change until ``remove(_:)``.
+    func add(_ offer: @escaping @Sendable (LiveChange) -> Void) -> UInt64 {
         let id = state.withLock { state in
             state.next += 1
             state.observers[state.next] = offer
@@ -96,7 +95,6 @@ final class LiveResultsHub: Sendable {
     func publish(_ change: LiveChange) {
         guard !change.isEmpty, hasObservers else { return }
         let observers = state.withLock { Array($0.observers.values) }
-        let summary = change.summary()
-        for offer in observers { offer(change, summary) }
+        for offer in observers { offer(change) }
     }
 }

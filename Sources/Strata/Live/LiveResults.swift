@@ -266,9 +266,7 @@ final class LiveResultsObserver<Element: Sendable>: Sendable {
             state.started = true
             state.interest = interest
         }
-        let offer: @Sendable (LiveChange, [String: LiveChange.EntitySummary]) -> Void = { [weak self] change, summary in
-            self?.offer(change, summary: summary)
-        }
+        let offer: @Sendable (LiveChange) -> Void = { [weak self] change in self?.offer(change) }
         let hubID = coordinator.liveResults.add(offer)
         // The context's own changes and merges, and for a child its ancestors' (a sibling's
         // save into the parent changes what the child fetches).
@@ -276,8 +274,7 @@ final class LiveResultsObserver<Element: Sendable>: Sendable {
         var next: ManagedObjectContext? = context
         while let observed = next {
             let token = observed.notifier.subscribe(to: [.objectsDidChange, .didMergeChanges]) { [weak self] notification in
-                let change = LiveChange(notification)
-                self?.offer(change, summary: change.summary())
+                self?.offer(LiveChange(notification))
             }
             contexts.append((observed, token))
             next = observed.parent
@@ -310,9 +307,9 @@ final class LiveResultsObserver<Element: Sendable>: Sendable {
     }
 
     /// Marks the observer stale when `change` can affect the results, and wakes `next()`.
-    /// Costs a look at `summary` per entity the request reads, and set lookups in
+    /// Costs a look at the change's summary per entity it touched, and set lookups in
     /// proportion to the smaller of the change and the results: never a fetch.
-    private func offer(_ change: LiveChange, summary: [String: LiveChange.EntitySummary]) {
+    private func offer(_ change: LiveChange) {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
             guard !state.ended else { return nil }
             let interest = state.interest
@@ -320,9 +317,9 @@ final class LiveResultsObserver<Element: Sendable>: Sendable {
             // Objects of the results that the change updated (reported as updated) or deleted.
             if !change.updated.isEmpty {
                 if state.current.count <= change.updated.count {
-                    for id in state.current where change.updated[id] != nil { state.updated.insert(id) }
+                    for id in state.current where change.updated.contains(id) { state.updated.insert(id) }
                 } else {
-                    for id in change.updated.keys where state.current.contains(id) { state.updated.insert(id) }
+                    for id in change.updated where state.current.contains(id) { state.updated.insert(id) }
                 }
                 if !state.updated.isEmpty { relevant = true }
             }
@@ -333,7 +330,7 @@ final class LiveResultsObserver<Element: Sendable>: Sendable {
             }
             if !relevant {
                 // New objects of the entity, or updates of keys the request reads.
-                for (entity, entitySummary) in summary {
+                for (entity, entitySummary) in change.entities {
                     let ours = interest.entities.contains(entity)
                     if ours && entitySummary.inserted { relevant = true; break }
                     guard entitySummary.updates, ours || interest.followsRelationships else { continue }

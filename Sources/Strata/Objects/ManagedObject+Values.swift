@@ -93,6 +93,19 @@ extension ManagedObject {
     /// fetched or saved (those ``changedValues()`` lists), without making their values:
     /// what a save records in persistent history. Walks only the properties whose
     /// committed values the object keeps (the changed ones), in slot order.
+    /// Marks the slots of the properties set since the values were read (changed or set
+    /// to the same value): ``changedPropertyNames()`` without comparing values. Returns
+    /// false when they are not known without reading the object (a child's change to an
+    /// object this context has not read).
+    func markTouchedSlots(attributes: inout [Bool], relationships: inout [Bool]) -> Bool {
+        guard !holdsUnreadChanges, let committed = side?.committed else { return false }
+        committed.forEachAttributeInSlotOrder { slot, _ in
+            if slot < attributes.count { attributes[slot] = true }
+        }
+        for (slot, _) in committed.relationships where slot < relationships.count { relationships[slot] = true }
+        return true
+    }
+
     func changedPropertyNames() -> [String] {
         if holdsUnreadChanges { fulfilIfNeeded() }
         guard faultState == .fulfilled, let committed = side?.committed else { return [] }
