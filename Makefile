@@ -6,7 +6,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DOCS := .build/docs
 SYMBOLS := $(DOCS)/symbol-graphs
 
-.PHONY: all deps bench-deps run test faults tsan stress reliability bench bench-quick bench-build bench-suite bench-ratios profile docs fuzz clean
+.PHONY: all deps bench-deps run test faults tsan stress reliability bench bench-quick bench-build bench-suite bench-ratios profile docs fuzz clean example example-test example-load
 
 all: test
 
@@ -199,5 +199,28 @@ fuzz: deps
 	$(call run-fuzzer,KeyDecoderFuzzer,key-decoder,the key decoders and object-ID URIs)
 	$(call run-fuzzer,PredicateParserFuzzer,predicate-parser,the predicate parser)
 
+## The example server (Examples/NotesServer): a package of its own, so users never resolve
+## Hummingbird. `make example` serves the JSON API on port 8080 with an embedded store in
+## Examples/NotesServer/Notes.strata; `make example-test` runs its tests (the real server over
+## HTTP); `make example-load` installs wrk when missing, then load-tests a release build on
+## loopback with a fresh temporary store (EXAMPLE_LOAD_SECONDS per route) and fails on any
+## non-2xx/3xx response or socket error.
+EXAMPLE := Examples/NotesServer
+EXAMPLE_PORT ?= 8080
+EXAMPLE_LOAD_SECONDS ?= 10
+example: deps
+	cd $(EXAMPLE) && $(SWIFT) run -c release notes-server --port $(EXAMPLE_PORT) --store ./Notes.strata
+
+example-test: deps
+	cd $(EXAMPLE) && $(SWIFT) test
+
+example-load: deps
+	@command -v wrk >/dev/null 2>&1 || { echo "Installing wrk with apt-get..."; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends wrk; }
+	@command -v curl >/dev/null 2>&1 || { echo "Installing curl with apt-get..."; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends curl; }
+	cd $(EXAMPLE) && $(SWIFT) build -c release --product notes-server
+	$(EXAMPLE)/Scripts/load.sh "$$(cd $(EXAMPLE) && $(SWIFT) build -c release --show-bin-path)/notes-server" $(EXAMPLE_LOAD_SECONDS)
+
 clean:
-	rm -rf .build .build-fuzz .build-reliability .build-stress $(FAULTS) Benchmarks/.build Demo.strata DemoLMDB.strata
+	rm -rf .build .build-fuzz .build-reliability .build-stress $(FAULTS) Benchmarks/.build $(EXAMPLE)/.build Demo.strata DemoLMDB.strata
