@@ -10,7 +10,7 @@ import Strata
 /// let container = try PersistentContainer(name: "Notes", types: [Folder.self, Note.self])
 /// try await container.loadPersistentStores()   // before serving: requests need the stores
 /// let group = ServiceGroup(configuration: .init(
-///     services: [.init(service: server), .init(service: StrataService(container: container))],
+///     services: [.init(service: StrataService(container: container)), .init(service: server)],
 ///     gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
 /// try await group.run()
 /// ```
@@ -24,9 +24,11 @@ import Strata
 ///   disk, pinned query generations are released and the stores' environments close.
 ///   Nothing acknowledged is lost.
 ///
-/// A `ServiceGroup` shuts its services down in reverse order: list the service after
-/// the ones that save through the container (the HTTP server), so that they stop taking
-/// requests first; saves still running when the container closes finish all the same.
+/// A `ServiceGroup` shuts its services down in reverse order, the last listed first: list
+/// this service **before** the ones that save through the container (the HTTP server), so
+/// that they stop taking requests (and finish those in flight) before the container
+/// closes. Saves still running when it closes finish all the same; a request that comes
+/// after gets ``Strata/StrataError/coordinatorClosed``.
 public struct StrataService: Service, CustomStringConvertible {
     /// The container the service runs.
     public let container: PersistentContainer

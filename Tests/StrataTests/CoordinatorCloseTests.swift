@@ -11,7 +11,7 @@ import Testing
 struct CoordinatorCloseTests {
     static func isClosedError(_ error: any Error) -> Bool {
         guard let error = error as? StrataError else { return false }
-        return error == .coordinatorClosed || error.storageError == .environmentClosed
+        return error == .coordinatorClosed
     }
 
     static func count(at url: URL) async throws -> Int {
@@ -89,10 +89,8 @@ struct CoordinatorCloseTests {
             try context.insert(note)
             #expect(throws: StrataError.coordinatorClosed) { try context.save() }
             #expect(context.insertedObjects.count == 1)
-            // Reads of the closed stores fail typed.
-            #expect { try context.fetch(FetchRequest<Note>()) } throws: { error in
-                (error as? StrataError)?.storageError == .environmentClosed
-            }
+            // Reads of the closed stores fail with the same error.
+            #expect(throws: StrataError.coordinatorClosed) { try context.fetch(FetchRequest<Note>()) }
         }
         #expect(throws: StrataError.coordinatorClosed) {
             _ = try coordinator.execute(BatchInsertRequest(entityName: "Note", objects: [["title": "x"]]))
@@ -102,7 +100,7 @@ struct CoordinatorCloseTests {
         }
     }
 
-    @Test("pinned query generations are released: the store reopens at once though pinned contexts live on, and their reads fail typed")
+    @Test("pinned query generations are released: the store reopens at once though pinned contexts live on, and their reads fail with coordinatorClosed")
     func releasesPinnedGenerations() async throws {
         let directory = TemporaryDirectory()
         let coordinator = PersistentStoreCoordinator(managedObjectModel: NotesModel.model)
@@ -127,7 +125,7 @@ struct CoordinatorCloseTests {
                 return error as? StrataError
             }
         }
-        #expect(failure?.storageError == .environmentClosed)
+        #expect(failure == .coordinatorClosed)
     }
 
     @Test("the cross-process change feed ends when the coordinator closes, and a new iteration ends at once")

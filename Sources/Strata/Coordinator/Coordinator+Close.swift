@@ -22,9 +22,9 @@ extension PersistentStoreCoordinator {
     /// 2. Saves and requests already admitted finish: each is committed (and its caller
     ///    told so) or fails as it would have anyway. Nothing acknowledged is lost, and
     ///    nothing is half-written (each is one LMDB transaction).
-    /// 3. Every store's environment closes: pinned query generations are released (a
-    ///    pinned context's later reads fail with ``StrataError/storage(_:)`` of
-    ///    `LMDBError.environmentClosed`), reads in flight finish first, commits are
+    /// 3. Every store's environment closes: pinned query generations are released (every
+    ///    later read, a pinned context's too, fails with ``StrataError/coordinatorClosed``),
+    ///    reads in flight finish first, commits are
     ///    flushed (a store opened with ``PersistentStore/Options/Durability/noSync`` too),
     ///    and the directories can be opened again at once, by this process or another.
     ///    The cross-process change feed (``remoteChanges``) ends.

@@ -137,7 +137,13 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The underlying LMDB store failed (full map, full disk, I/O error, ...).
-    public static func storage(_ error: LMDBError) -> StrataError { StrataError(.storage(error)) }
+    ///
+    /// `LMDBError.environmentClosed` — a store closed by its coordinator's
+    /// ``PersistentStoreCoordinator/close(timeout:)`` — becomes ``coordinatorClosed``: a
+    /// read after a shutdown fails with the same error as a save.
+    public static func storage(_ error: LMDBError) -> StrataError {
+        error.code == LMDBError.environmentClosed.code ? .coordinatorClosed : StrataError(.storage(error))
+    }
 
     /// The model has no configuration of this name.
     public static func unknownConfiguration(_ name: String) -> StrataError { StrataError(.unknownConfiguration(name)) }
@@ -165,8 +171,8 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
     public static let noCoordinator = StrataError(.noCoordinator)
 
     /// The coordinator was closed (``PersistentStoreCoordinator/close(timeout:)``, a
-    /// graceful shutdown): it takes no new save, batch request or store. Saves that
-    /// reached it before it closed were written.
+    /// graceful shutdown): it takes no new save, batch request or store, and its stores
+    /// can no longer be read. Saves that reached it before it closed were written.
     public static let coordinatorClosed = StrataError(.coordinatorClosed)
 
     /// A save would write to a store opened read-only; `store` describes the store.

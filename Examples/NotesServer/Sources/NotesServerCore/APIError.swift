@@ -49,7 +49,7 @@ extension APIError {
     /// | `constraintConflicts` (a taken folder name) | 409 `constraint_conflict` |
     /// | `validation` | 422 `validation_failed`, the failures listed |
     /// | `objectNotFound`, `inaccessibleFault` (deleted meanwhile) | 404 `not_found` |
-    /// | `coordinatorClosed`, `noCoordinator`, `storage(.environmentClosed)` (shutting down, not loaded) | 503 `unavailable` |
+    /// | `coordinatorClosed` (shutting down: saves and reads alike), `noCoordinator` (not loaded) | 503 `unavailable` |
     init(_ error: any Error, logger: Logger) {
         if let api = error as? APIError {
             self = api
@@ -76,11 +76,6 @@ extension APIError {
             details["failures"] = .array(strata.validationFailures.map(Self.json))
         case .objectNotFound, .inaccessibleFault:
             self.init(.notFound, code: "not_found", message: "the object does not exist (any more)")
-        case .storage where strata.storageError == .environmentClosed:
-            // A read that reaches a store closed by the shutdown throws this rather than
-            // `coordinatorClosed` (which saves get): the same condition for the client.
-            self.init(.serviceUnavailable, code: "unavailable", message: "the store is closed (the server is shutting down)")
-            headers[.retryAfter] = "1"
         case .coordinatorClosed, .noCoordinator:
             self.init(.serviceUnavailable, code: "unavailable", message: "the store is closed (the server is shutting down)")
             headers[.retryAfter] = "1"
