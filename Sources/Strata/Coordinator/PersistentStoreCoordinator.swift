@@ -59,6 +59,7 @@ public actor PersistentStoreCoordinator {
     /// A coordinator of stores of `managedObjectModel`, with no store yet.
     ///
     /// - Parameters:
+    ///   - managedObjectModel: the model of every store and context.
     ///   - logger: where it logs (``logger``); by default the task-local `Logger.current`
     ///     of the caller: the application's logger when it bound one with swift-log's
     ///     `withLogger`.
