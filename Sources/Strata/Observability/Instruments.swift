@@ -23,15 +23,23 @@ final class Instruments: Sendable {
     init(metrics factory: (any MetricsFactory)?, tracer: (any Tracer)?) {
         let factory = factory ?? MetricsSystem.factory
         metrics = factory is NOOPMetricsHandler ? nil : factory
-        givenTracer = tracer
+        givenTracer = tracer is NoOpTracer ? nil : tracer
+        traced = tracer != nil && !(tracer is NoOpTracer)
         generations = metrics.map(GenerationMetrics.init)
     }
 
-    /// The tracer of the calling task (`withTracer`), the coordinator's, or the bootstrapped
-    /// one; nil when that is swift-distributed-tracing's no-op tracer. Resolved per
-    /// operation, as the tracing guide asks of libraries.
+    /// Whether a real tracer was given.
+    private let traced: Bool
+
+    /// The coordinator's tracer, or else the calling task's (`withTracer`) or the
+    /// bootstrapped one; nil when there is none. Resolved per operation, as the tracing
+    /// guide asks of libraries, with the common case first: nothing bootstrapped and no
+    /// task-local instrument is one type check, not a search for a tracer.
     var tracer: (any Tracer)? {
-        let tracer = givenTracer ?? InstrumentationSystem.tracer
+        if traced { return givenTracer }
+        let instrument = InstrumentationSystem.instrument
+        if instrument is NoOpInstrument { return nil }
+        let tracer = InstrumentationSystem.tracer
         return tracer is NoOpTracer ? nil : tracer
     }
 
