@@ -62,9 +62,14 @@ public final class AsyncRecorder<Element: Sendable>: Sendable {
 
     /// Waits until at least `count` elements were recorded, and returns them all.
     ///
+    /// The default deadline is generous (60 s): a wait that succeeds returns as soon as
+    /// the elements arrive, and a test suite on a loaded machine (every test of `swift test`
+    /// starts at once on a cooperative pool of a thread per core) may leave an iterating task
+    /// without a thread for seconds.
+    ///
     /// - Throws: ``Timeout`` after `timeout`; the sequence's error if it threw first.
     @discardableResult
-    public func wait(forCount count: Int, timeout: Duration = .seconds(10)) async throws -> [Element] {
+    public func wait(forCount count: Int, timeout: Duration = .seconds(60)) async throws -> [Element] {
         try await wait(timeout: timeout, "\(count) element(s)") { $0.count >= count }
     }
 
@@ -73,7 +78,7 @@ public final class AsyncRecorder<Element: Sendable>: Sendable {
     /// - Throws: ``Timeout`` after `timeout`; the sequence's error if it threw first.
     @discardableResult
     public func wait(
-        timeout: Duration = .seconds(10), _ what: String = "a condition", until condition: ([Element]) -> Bool
+        timeout: Duration = .seconds(60), _ what: String = "a condition", until condition: ([Element]) -> Bool
     ) async throws -> [Element] {
         let deadline = ContinuousClock.now + timeout
         while true {
@@ -96,8 +101,8 @@ public final class AsyncRecorder<Element: Sendable>: Sendable {
 }
 
 /// Waits until `condition` is true, checking every few milliseconds; returns whether it
-/// became true before `timeout`.
-public func eventually(timeout: Duration = .seconds(10), _ condition: () async throws -> Bool) async rethrows -> Bool {
+/// became true before `timeout` (60 s by default: see ``AsyncRecorder/wait(forCount:timeout:)``).
+public func eventually(timeout: Duration = .seconds(60), _ condition: () async throws -> Bool) async rethrows -> Bool {
     let deadline = ContinuousClock.now + timeout
     while true {
         if try await condition() { return true }

@@ -85,7 +85,7 @@ public final class StrataFixture: Sendable {
     /// the wait first with ``saves(of:)``.
     ///
     /// - Throws: ``AsyncRecorder/Timeout`` after `timeout`.
-    public func nextSave(of context: ManagedObjectContext, timeout: Duration = .seconds(10)) async throws -> ContextNotification {
+    public func nextSave(of context: ManagedObjectContext, timeout: Duration = .seconds(60)) async throws -> ContextNotification {
         let recorder = saves(of: context)
         defer { Task { await recorder.cancel() } }
         return try await recorder.wait(forCount: 1, timeout: timeout)[0]
