@@ -252,8 +252,8 @@ extension PersistentStoreCoordinator {
                 return results
             }
         } catch {
-            // A recoverable failure nobody is told of: each save gets its own verdict.
-            (requests[0].saverLogger ?? logger).info("group commit failed, writing its saves alone", metadata: store.logMetadata.merging([
+            // Each save gets its own verdict (its caller learns of its failure): debug.
+            (requests[0].saverLogger ?? logger).debug("group commit failed, writing its saves alone", metadata: store.logMetadata.merging([
                 "strata.group.size": "\(requests.count)",
                 "strata.error": "\((error as? StrataError)?.code.description ?? "\(type(of: error))")",
                 "strata.error.description": "\(error)",

@@ -207,13 +207,13 @@ public actor PersistentStoreCoordinator {
     /// only for what went wrong that no caller is told of by an error:
     /// - `info`: a store that became unusable (terminal: only the save that hit the
     ///   failure got the error), a pinned query generation past its maximum age that
-    ///   advanced (``QueryGenerationAgePolicy/advance(after:)``), a group commit that
-    ///   failed and wrote its saves alone, stale reader slots of dead processes cleared at
-    ///   open, other processes' history that could not be read.
+    ///   advanced (``QueryGenerationAgePolicy/advance(after:)``), stale reader slots of
+    ///   dead processes cleared at open, other processes' history that could not be read.
     /// - `debug`: stores opened, migrated as they opened (the versions and stages) and
     ///   removed, map growths, saves and batch requests that failed (their callers got
-    ///   the error), conflicts merge policies settled, batch requests written, other
-    ///   processes' commits.
+    ///   the error), a group commit that failed and wrote its saves alone (each caller
+    ///   gets its own verdict), conflicts merge policies settled, batch requests written,
+    ///   other processes' commits.
     ///
     /// A save or a batch request logs to its caller's task-local `Logger.current` instead
     /// when the caller bound one (`withLogger`, a request's logger with its metadata, say),
