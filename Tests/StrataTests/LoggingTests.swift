@@ -82,15 +82,7 @@ struct LoggingTests {
     @Test("a store migrated as it opens is logged with the versions and stages")
     func migrationIsLogged() async throws {
         let directory = TemporaryDirectory()
-        let version1 = try ManagedObjectModel(entities: [
-            EntityDescription(name: "Thing", attributes: [AttributeDescription(name: "title", type: .string, isOptional: true)]),
-        ], versionIdentifier: "1")
-        let version2 = try ManagedObjectModel(entities: [
-            EntityDescription(name: "Thing", attributes: [
-                AttributeDescription(name: "title", type: .string, isOptional: true),
-                AttributeDescription(name: "rank", type: .integer64, isOptional: false, defaultValue: .integer(0)),
-            ]),
-        ], versionIdentifier: "2")
+        let version1 = try ThingVersions.version1(), version2 = try ThingVersions.version2()
         do {
             let coordinator = PersistentStoreCoordinator(managedObjectModel: version1)
             let store = try await coordinator.addPersistentStore(at: directory.url, options: CoordinatorStoreTests.options)

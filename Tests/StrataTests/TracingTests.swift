@@ -97,15 +97,7 @@ struct TracingTests {
     func batchAndMigration() async throws {
         let tracer = InMemoryTracer()
         let directory = TemporaryDirectory()
-        let version1 = try ManagedObjectModel(entities: [
-            EntityDescription(name: "Thing", attributes: [AttributeDescription(name: "title", type: .string, isOptional: true)]),
-        ], versionIdentifier: "1")
-        let version2 = try ManagedObjectModel(entities: [
-            EntityDescription(name: "Thing", attributes: [
-                AttributeDescription(name: "title", type: .string, isOptional: true),
-                AttributeDescription(name: "rank", type: .integer64, isOptional: false, defaultValue: .integer(0)),
-            ]),
-        ], versionIdentifier: "2")
+        let version1 = try ThingVersions.version1(), version2 = try ThingVersions.version2()
         do {
             let coordinator = PersistentStoreCoordinator(managedObjectModel: version1, tracer: tracer)
             let store = try await coordinator.addPersistentStore(at: directory.url, options: CoordinatorStoreTests.options)

@@ -80,14 +80,7 @@ struct FolderRoutes {
 
     /// `DELETE /folders/:id` → `204`; its notes stay, in no folder. Honours `If-Match`.
     func delete(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let id = try folderID(context)
-        let ifMatch = request.headers[.ifMatch]
-        try await service.perform(context) { ctx in
-            let folder = try ctx.existing(Folder.self, id)
-            try Preconditions.check(ifMatch: ifMatch, version: folder.storedVersion())
-            try ctx.delete(folder)
-            try ctx.save()
-        }
+        try await service.delete(Folder.self, try folderID(context), ifMatch: request.headers[.ifMatch], context)
         return Response(status: .noContent)
     }
 }

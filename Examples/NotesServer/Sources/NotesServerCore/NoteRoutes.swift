@@ -134,14 +134,7 @@ struct NoteRoutes {
 
     /// `DELETE /notes/:id` → `204`; honours `If-Match`.
     func delete(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let id = try noteID(context)
-        let ifMatch = request.headers[.ifMatch]
-        try await service.perform(context) { ctx in
-            let note = try ctx.existing(Note.self, id)
-            try Preconditions.check(ifMatch: ifMatch, version: note.storedVersion())
-            try ctx.delete(note)
-            try ctx.save()
-        }
+        try await service.delete(Note.self, try noteID(context), ifMatch: request.headers[.ifMatch], context)
         return Response(status: .noContent)
     }
 

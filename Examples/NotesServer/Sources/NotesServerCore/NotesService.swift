@@ -38,6 +38,21 @@ struct NotesService: Sendable {
             throw APIError(error, logger: request.logger)
         }
     }
+
+    /// Deletes the object `id` of type `T` in a context of its own, when `ifMatch` (the
+    /// request's `If-Match`, if any) lists its stored version: `DELETE /folders/:id` and
+    /// `DELETE /notes/:id`.
+    ///
+    /// - Throws: ``APIError`` `404` when it is not stored, `412` when `ifMatch` is stale,
+    ///   `409` when another request changed it meanwhile.
+    func delete<T: ManagedObject>(_ type: T.Type, _ id: ManagedObjectID, ifMatch: String?, _ request: some RequestContext) async throws(APIError) {
+        try await perform(request) { ctx in
+            let object = try ctx.existing(T.self, id)
+            try Preconditions.check(ifMatch: ifMatch, version: object.storedVersion())
+            try ctx.delete(object)
+            try ctx.save()
+        }
+    }
 }
 
 /// Fetching objects by key inside a context, with the API's errors.
