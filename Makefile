@@ -6,7 +6,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DOCS := .build/docs
 SYMBOLS := $(DOCS)/symbol-graphs
 
-.PHONY: all deps bench-deps run test faults tsan stress reliability bench bench-quick bench-build bench-suite bench-ratios profile docs fuzz clean example example-test example-load
+.PHONY: all deps bench-deps run test faults tsan stress reliability bench bench-quick bench-build bench-suite bench-ratios profile docs fuzz clean example example-test example-load pg-start pg-stop pg-status
 
 all: test
 
@@ -224,3 +224,15 @@ example-load: deps
 
 clean:
 	rm -rf .build .build-fuzz .build-reliability .build-stress $(FAULTS) Benchmarks/.build $(EXAMPLE)/.build Demo.strata DemoLMDB.strata
+
+## A private PostgreSQL cluster for the PostgreSQL store (issue 26), in .build-pg, on
+## 127.0.0.1:$(STRATA_PG_PORT) (user strata, database strata_test): Debian's postgresql
+## installed with apt-get when missing, the cluster made with initdb and run with pg_ctl as
+## the postgres user when make runs as root. No system service; `pg-stop` stops it.
+STRATA_PG_PORT ?= 54329
+pg-start:
+	STRATA_PG_PORT=$(STRATA_PG_PORT) Scripts/pg.sh start
+pg-stop:
+	STRATA_PG_PORT=$(STRATA_PG_PORT) Scripts/pg.sh stop
+pg-status:
+	STRATA_PG_PORT=$(STRATA_PG_PORT) Scripts/pg.sh status
