@@ -98,10 +98,15 @@ struct LiveResultsTests {
             try Self.note("in", 3, in: context)
             try Self.note("out", 0, in: context)
         }
+        // A context that keeps what it registers: objects the observer's fetches realised would show.
+        await world.observed.perform { $0.retainsRegisteredObjects = true }
         let recorder = AsyncRecorder(world.observed.results(for: Self.urgent))
         try await recorder.wait(forCount: 1)
         let before = world.fetches
         #expect(before == 1)
+        // Object IDs without sections are fetched as IDs: no object's values are read.
+        let realised = await world.observed.perform { $0.registeredObjects.filter { !$0.isFault }.count }
+        #expect(realised == 0)
         // Another entity; a key the request does not read, on an object outside the results.
         try await Self.save(world.coordinator) { context in
             let folder = Folder()

@@ -220,10 +220,10 @@ extension ManagedObjectContext {
         } else {
             saved = try graph.writeToStores(batch, policy: mergePolicy, history: SaveHistory(author: transactionAuthor, contextName: name))
         }
-        graph.lastSaveCounts = (saved.inserted.count, saved.updated.count, saved.deleted.count)
         span?.attributes["db.operation.batch.size"] = saved.inserted.count + saved.updated.count + saved.deleted.count
         span?.attributes["strata.save.destination"] = parent == nil ? "store" : "parent"
         guard !saved.isEmpty else { return }
+        graph.lastSaveCounts = (saved.inserted.count, saved.updated.count, saved.deleted.count)
         post(.didSave, saved)
         didSaveToParentStore(saved)
     }

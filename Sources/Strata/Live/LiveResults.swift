@@ -83,7 +83,8 @@ extension ManagedObjectContext {
     /// the results as they were yields nothing.
     ///
     /// Each snapshot is fetched in this context (a `perform` block) with
-    /// `includesPendingChanges` as the request says. Ending the iteration (a `break`, the
+    /// `includesPendingChanges` as the request says; without a section key path as object
+    /// IDs only, so no object's values are read for it. Ending the iteration (a `break`, the
     /// task cancelled) removes the observer: nothing keeps running.
     ///
     /// - Parameters:
@@ -96,7 +97,7 @@ extension ManagedObjectContext {
     public nonisolated func results<Result: ManagedObject>(
         for request: FetchRequest<Result>, sectionNameKeyPath: String? = nil
     ) -> LiveResults<ManagedObjectID> {
-        LiveResults(context: self, request: request, sectionNameKeyPath: sectionNameKeyPath) { $0.objectID }
+        LiveResults(context: self, request: request, sectionNameKeyPath: sectionNameKeyPath, reading: .objectIDs { $0 })
     }
 
     /// The live results of `request`, each object turned into a `Sendable` value by
@@ -108,13 +109,13 @@ extension ManagedObjectContext {
         for request: FetchRequest<Result>, sectionNameKeyPath: String? = nil,
         transform: @escaping @Sendable (Result) throws -> Value
     ) -> LiveResults<Value> {
-        LiveResults(context: self, request: request, sectionNameKeyPath: sectionNameKeyPath) { object in
+        LiveResults(context: self, request: request, sectionNameKeyPath: sectionNameKeyPath, reading: .objects { object in
             guard let typed = object as? Result else {
                 throw StrataError.typeMismatch(
                     key: "self", entity: request.entityName, expected: "\(Result.self)", actual: "\(type(of: object))")
             }
             return try transform(typed)
-        }
+        })
     }
 }
 
@@ -124,14 +125,22 @@ public struct LiveResults<Value: Sendable>: AsyncSequence, Sendable {
     /// The elements are snapshots.
     public typealias Element = ResultsSnapshot<Value>
 
+    /// What a snapshot reads of each result.
+    enum Reading: Sendable {
+        /// Object IDs only: with no section key path, fetched as IDs (no object's values
+        /// read).
+        case objectIDs(@Sendable (ManagedObjectID) -> Value)
+        /// A value made from each object, realised in the context.
+        case objects(@Sendable (ManagedObject) throws -> Value)
+    }
+
     let context: ManagedObjectContext
     let request: FetchRequest<ManagedObject>
     let sectionNameKeyPath: String?
-    let transform: @Sendable (ManagedObject) throws -> Value
+    let reading: Reading
 
     init<Result>(
-        context: ManagedObjectContext, request: FetchRequest<Result>, sectionNameKeyPath: String?,
-        transform: @escaping @Sendable (ManagedObject) throws -> Value
+        context: ManagedObjectContext, request: FetchRequest<Result>, sectionNameKeyPath: String?, reading: Reading
     ) {
         self.context = context
         var objects = FetchRequest<ManagedObject>(entityName: request.entityName)
@@ -142,10 +151,23 @@ public struct LiveResults<Value: Sendable>: AsyncSequence, Sendable {
         objects.includesPendingChanges = request.includesPendingChanges
         objects.includesSubentities = request.includesSubentities
         objects.relationshipKeyPathsForPrefetching = request.relationshipKeyPathsForPrefetching
-        objects.returnsObjectsAsFaults = false   // every result is transformed: read them in one go
+        objects.returnsObjectsAsFaults = false   // every result is read: read them in one go
         self.request = objects
         self.sectionNameKeyPath = sectionNameKeyPath
-        self.transform = transform
+        self.reading = reading
+    }
+
+    /// The request as an object-ID fetch.
+    var idRequest: FetchRequest<ManagedObjectID> {
+        var ids = FetchRequest<ManagedObjectID>(entityName: request.entityName)
+        ids.predicate = request.predicate
+        ids.sortDescriptors = request.sortDescriptors
+        ids.fetchLimit = request.fetchLimit
+        ids.fetchOffset = request.fetchOffset
+        ids.includesPendingChanges = request.includesPendingChanges
+        ids.includesSubentities = request.includesSubentities
+        ids.resultType = .managedObjectID
+        return ids
     }
 
     /// An iterator that starts observing at its first `next()`.
@@ -349,8 +371,14 @@ final class LiveResultsObserver<Element: Sendable>: Sendable {
     /// Fetches the results in the context (refreshing the objects in `updated` first),
     /// and the difference from the previous snapshot.
     private func snapshot(refreshing updated: Set<ManagedObjectID>) async throws -> ResultsSnapshot<Element> {
-        let request = results.request, sectionKey = results.sectionNameKeyPath, transform = results.transform
+        let request = results.request, sectionKey = results.sectionNameKeyPath, reading = results.reading
+        let idRequest = sectionKey == nil ? results.idRequest : nil
         let fetched = try await results.context.perform { context -> (ids: [ManagedObjectID], elements: [Element], names: [String]) in
+            // Object IDs without sections: no object to realise, none to refresh.
+            if case .objectIDs(let make) = reading, let idRequest {
+                let ids = try context.fetch(idRequest)
+                return (ids, ids.map(make), [])
+            }
             for id in updated {
                 guard let object = context.registeredObject(for: id), !object.isInserted else { continue }
                 try context.refresh(object, mergeChanges: true)
@@ -361,7 +389,10 @@ final class LiveResultsObserver<Element: Sendable>: Sendable {
             elements.reserveCapacity(objects.count)
             for object in objects {
                 ids.append(object.objectID)
-                elements.append(try transform(object))
+                switch reading {
+                case .objectIDs(let make): elements.append(make(object.objectID))
+                case .objects(let transform): elements.append(try transform(object))
+                }
                 if let sectionKey { names.append(Self.sectionName(try Self.value(at: sectionKey, of: object))) }
             }
             return (ids, elements, names)

@@ -17,7 +17,8 @@ public struct FetchRequest<Result>: Sendable, CustomStringConvertible {
     public enum ResultType: Sendable, Hashable {
         /// Managed objects (faults when ``FetchRequest/returnsObjectsAsFaults``).
         case managedObject
-        /// Object IDs only: no object is registered in the context.
+        /// Object IDs only: no row is read into an object (the objects are registered as
+        /// faults, as ``ManagedObjectContext/object(with:)`` registers them).
         case managedObjectID
         /// One dictionary per object holding ``FetchRequest/propertiesToFetch``.
         case dictionary
