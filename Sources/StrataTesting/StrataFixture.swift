@@ -15,7 +15,9 @@ import Tracing
 /// func savesANote() async throws {
 ///     let store = StrataFixture.current!
 ///     try await store.container.performBackgroundTask { context in
-///         context.insert(Note(title: "a"))
+///         let note = Note()
+///         note.title = "a"
+///         try context.insert(note)
 ///         try context.save()
 ///     }
 ///     #expect(store.metrics.counterTotal(label: StrataMetricName.saves) == 1)

@@ -57,7 +57,8 @@ extension PersistentStoreCoordinator {
                 try environment.close(timeout: remaining)
             } catch {
                 failure = failure ?? .storage(error)
-                logger.info("store did not close in time", metadata: store.logMetadata.merging([
+                // The caller gets the first such error; each store's is logged.
+                logger.debug("store did not close in time", metadata: store.logMetadata.merging([
                     "strata.error": "\(error.name)", "strata.error.description": "\(error.message)",
                 ]) { $1 })
             }
