@@ -30,10 +30,12 @@ run: deps
 ## main queue those suites wait for could miss a 30 s deadline with nothing wrong (the
 ## lock and main-queue suites did, twice in 20 runs). The concurrency stress, whose
 ## watchdog fails any step over 5 s and which loads both cores itself, runs last and alone.
+## The PostgreSQL store's suites (StrataPostgresTests) need the private cluster of
+## `pg-start`, started first (it stays up: `make pg-stop` stops it).
 TIMED_SUITES ?= ContextWaitCycle|ContextMainQueue|ContextPerformAndWait|ContextLock|ContextParentChildDeadlock
 STRESS_SUITE ?= ConcurrencyStress
-test: deps faults
-	$(SWIFT) test --skip '$(TIMED_SUITES)|$(STRESS_SUITE)'
+test: deps faults pg-start
+	STRATA_PG_PORT=$(STRATA_PG_PORT) $(SWIFT) test --skip '$(TIMED_SUITES)|$(STRESS_SUITE)'
 	$(SWIFT) test --filter '$(TIMED_SUITES)'
 	$(SWIFT) test --filter '$(STRESS_SUITE)'
 

@@ -9,6 +9,9 @@ let package = Package(
         // A PersistentContainer as a swift-service-lifecycle Service (StrataService): for
         // servers. A separate product, so that plain users do not resolve the lifecycle package.
         .library(name: "StrataLifecycle", targets: ["StrataLifecycle"]),
+        // The PostgreSQL store type (`.postgres(configuration)`): a separate product, so that
+        // plain users never build SwiftNIO and postgres-nio.
+        .library(name: "StrataPostgres", targets: ["StrataPostgres"]),
         // Fixtures for tests of code that uses Strata: a container per test, waits, captures.
         .library(name: "StrataTesting", targets: ["StrataTesting"]),
         .executable(name: "strata", targets: ["StrataCLI"]),
@@ -29,6 +32,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
         // StrataLifecycle only (and the reliability tool's shutdown worker).
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        // StrataPostgres only: the PostgreSQL wire protocol over SwiftNIO.
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         // Debian's liblmdb-dev. Only StrataLMDB imports this module.
@@ -76,6 +82,17 @@ let package = Package(
             dependencies: [
                 "Strata",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // A store in PostgreSQL: Strata's SQL store (Sources/Strata/SQL) over postgres-nio's connections.
+        .target(
+            name: "StrataPostgres",
+            dependencies: [
+                "Strata", "StrataLocks",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -130,6 +147,11 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
             ]
+        ),
+        // Needs the PostgreSQL cluster of `make pg-start` (make test starts it).
+        .testTarget(
+            name: "StrataPostgresTests",
+            dependencies: ["StrataPostgres", "Strata", "StrataLocks", "StrataTesting"]
         ),
         .testTarget(
             name: "StrataCLITests",

@@ -11,7 +11,7 @@ import Testing
 @Suite("Map full")
 struct MapFullTests {
     static func environment(of coordinator: PersistentStoreCoordinator) throws -> Environment {
-        try #require(coordinator.persistentStores.first).file.environment
+        try #require(coordinator.persistentStores.first).file!.environment
     }
 
     @Test("the ledger on a 64 KiB map: saves grow it up to the maximum, then fail with mapFull; every acknowledged save is stored exactly and nothing of the failed one; a larger maximum goes on")

@@ -36,9 +36,9 @@ struct ContextStalenessTests {
             let id = try #require(noteID)
             let store = try #require(mine.persistentStores.first)
             let slot = try #require(NotesModel.model.entitiesByName["Note"]?.attributeSlots["title"])
-            var row = try #require(try store.file.read { reader in try reader.snapshot(of: id) })
+            var row = try #require(try store.file!.read { reader in try reader.snapshot(of: id) })
             row.attributes[slot] = .string(title)
-            try store.file.write { writer in _ = try writer.apply(StoreChanges(updated: [row])) }
+            try store.file!.write { writer in _ = try writer.apply(StoreChanges(updated: [row])) }
         }
     }
 

@@ -37,7 +37,7 @@ struct ContextStorageFailureTests {
     /// Snapshots holding every free reader slot of the coordinator's store: until they
     /// go, every read transaction fails with readersFull.
     static func fillReaderTable(_ coordinator: PersistentStoreCoordinator) throws -> [ReadSnapshot] {
-        let environment = try #require(coordinator.persistentStores.first).file.environment
+        let environment = try #require(coordinator.persistentStores.first).file!.environment
         var snapshots: [ReadSnapshot] = []
         while true {
             do {

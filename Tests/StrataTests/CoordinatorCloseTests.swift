@@ -148,7 +148,7 @@ struct CoordinatorCloseTests {
         _ = try await ContextReference.saveNotes([("a", 1)], on: coordinator)
         let inRead = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
         let reader = Thread {
-            _ = try? store.file.environment.read { _ in
+            _ = try? store.file!.environment.read { _ in
                 inRead.signal()
                 release.wait()
             }
@@ -161,7 +161,7 @@ struct CoordinatorCloseTests {
         #expect(coordinator.isClosed)
         release.signal()
         try await coordinator.close()
-        #expect(store.file.environment.isClosed)
+        #expect(store.file!.environment.isClosed)
     }
 
     @Test("a container closes its coordinator")

@@ -74,7 +74,7 @@ struct CoordinatorStoreTests {
             #expect(try context.count(for: FetchRequest<Note>()) == 1)   // holds a snapshot of the store
         }
         // What the store does when LMDB reports MDB_PANIC (a failed meta-page write).
-        store?.file.environment.noteIfTerminal(LMDBError.panic)
+        store?.file?.environment.noteIfTerminal(LMDBError.panic)
         #expect(store?.terminalError == .storage(.panic))
 
         func reason(_ error: StrataError?) -> String {
@@ -114,7 +114,7 @@ struct CoordinatorStoreTests {
         let coordinator = PersistentStoreCoordinator(managedObjectModel: NotesModel.model)
         let store = try await coordinator.addPersistentStore(type: .inMemory, options: Self.options)
         #expect(store.url == nil)
-        let path = store.file.path
+        let path = store.file!.path
         #expect(FileManager.default.fileExists(atPath: path))
         let outcome = try coordinator.save([StoreSave(store: store, inserted: [Self.newObject("Note", ["title": .string("a")], in: NotesModel.model)])])
         let id = try #require(outcome.permanentIDs.values.first)

@@ -196,7 +196,7 @@ struct GroupCommitTests {
         #expect(await gate.waits(for: 4))
         gate.open()
         for save in saves { try await save.value }
-        #expect(store.file.environment.info.mapSize > 1 << 20)
+        #expect(store.file!.environment.info.mapSize > 1 << 20)
         let titles = try await Self.storedTitles(on: coordinator)
         #expect(titles.count == 600 && Set(titles).count == 600)
         let statistics = coordinator.writeStatistics
@@ -335,7 +335,7 @@ struct GroupCommitTests {
                 var updated: [ObjectSnapshot] = []
                 if saver == 1 {
                     var missing = CoordinatorStoreTests.newObject("Note", ["title": .string("gone")], in: NotesModel.model)
-                    missing.objectID = store.file.objectID(entity: "Note", key: PrimaryKey(999)!)
+                    missing.objectID = store.file!.objectID(entity: "Note", key: PrimaryKey(999)!)
                     missing.version = 3
                     updated = [missing]
                 }

@@ -123,7 +123,7 @@ struct MigrationCustomStageTests {
         #expect(!FileManager.default.fileExists(atPath: directory.url.appendingPathComponent(StagedMigration.workDirectoryName).path))
         #expect(reports.withLock { $0 }.last?.isFinished == true)
         let store = try #require(coordinator.persistentStores.first)
-        #expect(store.file.metadata.storedModel?.versionIdentifier == "2")
+        #expect(store.file!.metadata.storedModel?.versionIdentifier == "2")
     }
 
     @Test("willMigrate fixes the old data before the inferred part: duplicates removed so a new uniqueness constraint holds")

@@ -88,7 +88,7 @@ struct MigrationSchemaTests {
         func recorded() async throws -> StoredModel? {
             let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
             let store = try await coordinator.addPersistentStore(type: .lmdb, at: directory.url, options: CoordinatorStoreTests.options)
-            let stored = store.file.metadata.storedModel
+            let stored = store.file!.metadata.storedModel
             try await coordinator.remove(store)
             return stored
         }

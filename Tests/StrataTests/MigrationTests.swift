@@ -89,7 +89,7 @@ struct MigrationTests {
 
     /// The store's database names.
     static func databases(_ store: PersistentStore) throws -> Set<String> {
-        Set(try store.file.environment.databaseNames())
+        Set(try store.file!.environment.databaseNames())
     }
 
     /// The bytes of the store's data file.
@@ -121,7 +121,7 @@ struct MigrationTests {
         #expect(names.contains("rows:Tome") && !names.contains("rows:Volume"))
         #expect(!names.contains { $0.hasPrefix("index:") }, "Tome.pages is not indexed")
         #expect(names.contains("links:Stack.books"))
-        #expect(store.file.metadata.storedModel == StoredModel(v2) && store.file.metadata.modelVersionHash == v2.versionHash)
+        #expect(store.file!.metadata.storedModel == StoredModel(v2) && store.file!.metadata.modelVersionHash == v2.versionHash)
         let integrity = try await coordinator.checkIntegrity()
         #expect(integrity.problems.isEmpty && integrity.rows == 5 && integrity.links == 3)
 
@@ -294,8 +294,8 @@ struct MigrationTests {
         let (volumes, aloneStore) = try await Self.open(removed.url, model: alone)
         #expect(try await Self.values("Volume", ["title", "pages"], in: volumes) == [["A", "10"], ["B", "20"], ["C", "30"]])
         #expect(try Self.databases(aloneStore) == ["strata.metadata", "strata.history", "rows:Volume", "index:Volume.pages"])
-        let sequences = try aloneStore.file.environment.read { txn in
-            try txn.value(forKey: Array("seq:Stack".utf8), in: aloneStore.file.metadataDatabase)
+        let sequences = try aloneStore.file!.environment.read { txn in
+            try txn.value(forKey: Array("seq:Stack".utf8), in: aloneStore.file!.metadataDatabase)
         }
         #expect(sequences == nil)
         #expect(try await volumes.checkIntegrity().problems.isEmpty)
@@ -331,7 +331,7 @@ struct MigrationTests {
         let reports = LockedValue<[MigrationProgress]>([])
         let (coordinator, store) = try await Self.open(directory.url, model: v3, options: Self.options(plan: plan, reports: reports))
         #expect(try await Self.values("Volume", ["title", "printing"], in: coordinator) == [["A", "1"], ["B", "1"], ["C", "1"]])
-        #expect(store.file.metadata.storedModel?.versionIdentifier == "3")
+        #expect(store.file!.metadata.storedModel?.versionIdentifier == "3")
         #expect(Set(reports.withLock { $0 }.filter { !$0.isFinished }.map(\.stage)) == [1, 2])
         #expect(try await coordinator.checkIntegrity().problems.isEmpty)
 
@@ -510,7 +510,7 @@ extension MigrationTests {
         do {
             let (coordinator, store) = try await Self.open(directory.url, model: required)
             #expect(try await Self.values("Volume", ["title", "subtitle"], in: coordinator) == [["A", "sa"], ["B", "none"], ["C", "sc"]])
-            #expect(store.file.metadata.storedModel?.versionIdentifier == "1.1")
+            #expect(store.file!.metadata.storedModel?.versionIdentifier == "1.1")
             try await coordinator.remove(store)
         }
 
@@ -521,6 +521,6 @@ extension MigrationTests {
             try environment.write { txn in _ = try txn.delete(forKey: Array("modelDescription".utf8), in: metadata) }
         }
         let (_, store) = try await Self.open(directory.url, model: required)
-        #expect(store.file.metadata.storedModel == StoredModel(required))
+        #expect(store.file!.metadata.storedModel == StoredModel(required))
     }
 }

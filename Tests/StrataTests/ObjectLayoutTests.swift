@@ -131,7 +131,7 @@ import Testing
     func rowsEncodedFromFieldsMatchBoxedValues() async throws {
         let coordinator = PersistentStoreCoordinator(managedObjectModel: Self.model)
         let store = try await coordinator.addPersistentStore(type: .inMemory)
-        let storage = try store.file.entityStorage(named: "Everything")
+        let storage = try store.file!.entityStorage(named: "Everything")
         let entity = try #require(Self.model.entitiesByName["Everything"])
         func encoded(_ source: some RowSource) throws -> [UInt8] {
             var rows = EncodedRows()

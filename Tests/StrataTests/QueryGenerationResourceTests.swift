@@ -20,7 +20,7 @@ struct QueryGenerationResourceTests {
 
     /// The environment of the coordinator's only store.
     static func environment(of coordinator: PersistentStoreCoordinator) throws -> Environment {
-        try #require(coordinator.persistentStores.first).file.environment
+        try #require(coordinator.persistentStores.first).file!.environment
     }
 
     /// Reader slots of this store holding a transaction now.

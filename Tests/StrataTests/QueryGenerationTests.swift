@@ -119,7 +119,7 @@ struct QueryGenerationTests {
         let token = try #require(tokens.1)
         #expect(!token.isCurrent && QueryGenerationToken.current.isCurrent && token != .current)
         let store = try #require(coordinator.persistentStores.first)
-        #expect(token.transactionID(in: store) == store.file.environment.info.lastTransactionID)
+        #expect(token.transactionID(in: store) == store.file!.environment.info.lastTransactionID)
         #expect(QueryGenerationToken.current.transactionID(in: store) == nil)
         #expect("\(token)".contains(": \(token.transactionID(in: store)!)") && "\(QueryGenerationToken.current)" == "QueryGenerationToken(current)")
 
@@ -269,7 +269,7 @@ struct QueryGenerationTests {
         let notification = try #require(await iterator.next())
         #expect(notification.queryGenerationToken == token)     // exactly the state the save made
         let store = try #require(coordinator.persistentStores.first)
-        #expect(token.transactionID(in: store) == store.file.environment.info.lastTransactionID)
+        #expect(token.transactionID(in: store) == store.file!.environment.info.lastTransactionID)
     }
 
     @Test("the generation advances on mergeChanges (to the merged save's state), on reset, and on setQueryGenerationFrom")

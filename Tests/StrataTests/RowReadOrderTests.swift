@@ -20,7 +20,7 @@ struct RowReadOrderTests {
         }
         let keys = ids.compactMap { $0.primaryKey?.rawValue }
         try #require(keys.count == 60 && keys == keys.sorted())
-        let store = try #require(coordinator.persistentStores.first).file
+        let store = try #require(coordinator.persistentStores.first?.file)
         let last = keys[59]
         let entity = try #require(coordinator.managedObjectModel.entitiesByName["Note"])
 

@@ -69,7 +69,8 @@ extension PersistentStoreCoordinator {
 
     private nonisolated func batchInsert(_ request: BatchInsertRequest, history: BatchHistory) throws -> PersistentStoreResult {
         let store = try defaultStore(for: request.entityName)
-        let storage = try store.file.entityStorage(named: request.entityName)
+        let file = try store.requireLMDB("batch requests (insert, update, delete) are not available on \(store.type.rawValue) stores yet")
+        let storage = try file.entityStorage(named: request.entityName)
         guard storage.rows != nil else {
             throw StrataError.invalidObjectState(
                 ManagedObjectID(temporaryFor: request.entityName), reason: "entity \(request.entityName) is abstract: it has no instances of its own")
@@ -115,12 +116,12 @@ extension PersistentStoreCoordinator {
                     let upserted = !rows.rows[index].isInsert
                         || (merge != nil && rows.rows[index].objectID.flatMap { merge?.adopted[$0] } != nil)
                     if merging != nil && !seen.insert(keys[index]).inserted {
-                        if collectsIDs { outcome.objectIDs.append(store.file.objectID(entity: storage.name, key: key)) }
+                        if collectsIDs { outcome.objectIDs.append(file.objectID(entity: storage.name, key: key)) }
                         continue   // an earlier object of the request, merged into this one
                     }
                     outcome.count += 1
                     if collectsIDs {
-                        let id = store.file.objectID(entity: storage.name, key: key)
+                        let id = file.objectID(entity: storage.name, key: key)
                         outcome.objectIDs.append(id)
                         if upserted { outcome.changes.updated.append(id) } else { outcome.changes.inserted.append(id) }
                     }
@@ -141,7 +142,7 @@ extension PersistentStoreCoordinator {
                 retained.append(RetainedRows(rows))
                 try write(rows)
             }
-            outcome.touch(touched.filter { !inserted.contains($0.row) }, in: store.file, collectingIDs: collectsIDs, history: tracksHistory)
+            outcome.touch(touched.filter { !inserted.contains($0.row) }, in: file, collectingIDs: collectsIDs, history: tracksHistory)
             outcome.historyToken = try recordBatchHistory(outcome.history, history: history, store: store, writer: writer)
             return outcome
         }
@@ -173,12 +174,13 @@ extension PersistentStoreCoordinator {
         var total = BatchOutcome()
         guard !names.isEmpty else { return total.result(request.resultType) }
         for store in stores(for: request.entityName, includesSubentities: request.includesSubentities) {
+            let file = try store.requireLMDB("batch requests (insert, update, delete) are not available on \(store.type.rawValue) stores yet")
             let tracksHistory = store.options.tracksPersistentHistory
             let outcome = try writeBatch(to: store) { writer in
                 var outcome = BatchOutcome()
                 guard case .objectIDs(let ids) = try writer.reader.execute(plan) else { return outcome }
                 for (entityName, keys) in Self.keysByEntity(ids) {
-                    let storage = try store.file.entityStorage(named: entityName)
+                    let storage = try file.entityStorage(named: entityName)
                     let assignments = try names.map { name in
                         guard let slot = storage.attributeSlot(named: name), let field = storage.attributes[slot].field,
                               let expression = request.propertiesToUpdate[name]
@@ -190,7 +192,7 @@ extension PersistentStoreCoordinator {
                     outcome.count += changed.count
                     for key in changed {
                         if collectsIDs {
-                            let id = store.file.objectID(entity: entityName, key: key)
+                            let id = file.objectID(entity: entityName, key: key)
                             outcome.objectIDs.append(id)
                             outcome.changes.updated.append(id)
                         }
@@ -240,6 +242,7 @@ extension PersistentStoreCoordinator {
             targets = found
         }
         for (store, ids) in targets {
+            let file = try store.requireLMDB("batch requests (insert, update, delete) are not available on \(store.type.rawValue) stores yet")
             let tracksHistory = store.options.tracksPersistentHistory
             let outcome = try writeBatch(to: store) { writer in
                 var outcome = BatchOutcome()
@@ -251,15 +254,15 @@ extension PersistentStoreCoordinator {
                 } else {
                     requested = []
                 }
-                let deletePlan = try writer.planDelete(try requested.map { id throws(StrataError) in try store.file.reference(to: id) })
+                let deletePlan = try writer.planDelete(try requested.map { id throws(StrataError) in try file.reference(to: id) })
                 var tombstones: [RowReference: [String: AttributeValue]] = [:]
-                if tracksHistory { tombstones = try Self.tombstones(of: deletePlan.rows, in: store.file, with: writer) }
+                if tracksHistory { tombstones = try Self.tombstones(of: deletePlan.rows, in: file, with: writer) }
                 let (deleted, rewritten) = try writer.delete(deletePlan)
                 outcome.count = deleted.count
                 for row in deleted {
-                    guard let storage = store.file.entityStorage(numbered: row.entityNumber) else { continue }
+                    guard let storage = file.entityStorage(numbered: row.entityNumber) else { continue }
                     if collectsIDs {
-                        let id = store.file.objectID(entity: storage.name, key: row.primaryKey)
+                        let id = file.objectID(entity: storage.name, key: row.primaryKey)
                         outcome.objectIDs.append(id)
                         outcome.changes.deleted.append(id)
                     }
@@ -268,7 +271,7 @@ extension PersistentStoreCoordinator {
                             kind: .delete, entity: row.entityNumber, primaryKey: row.primaryKey.rawValue, tombstone: tombstones[row] ?? [:]))
                     }
                 }
-                outcome.touch(rewritten + deletePlan.unlinked, in: store.file, collectingIDs: collectsIDs, history: tracksHistory)
+                outcome.touch(rewritten + deletePlan.unlinked, in: file, collectingIDs: collectsIDs, history: tracksHistory)
                 outcome.historyToken = try recordBatchHistory(outcome.history, history: history, store: store, writer: writer)
                 return outcome
             }
@@ -317,11 +320,12 @@ extension PersistentStoreCoordinator {
     private nonisolated func writeBatch<R>(to store: PersistentStore, _ body: (inout StoreWriter) throws -> R) throws -> R {
         if store.options.readOnly { throw StrataError.readOnlyStore(store.description) }
         guard persistentStores.contains(store) else { throw StrataError.noStore(entity: store.entityNames.sorted().first ?? "?") }
+        let file = try store.requireLMDB("batch requests (insert, update, delete) are not available on \(store.type.rawValue) stores yet")
         return try writeQueue.sync {
             defer { noteState(of: store, logger: Logger.boundCurrent ?? logger) }
             let start = instruments.metrics == nil ? 0 : DispatchTime.now().uptimeNanoseconds
             do {
-                let result = try store.file.write(body)
+                let result = try file.write(body)
                 writeGroups.didCommit(saves: 1, failed: 0)
                 if instruments.metrics != nil { recordCommits(of: [store], saves: 1, since: start, resolved: 0) }
                 rowCache.removeRows(ofStore: store.identifier)
@@ -341,7 +345,7 @@ extension PersistentStoreCoordinator {
         guard store.options.tracksPersistentHistory, !changes.isEmpty else { return nil }
         let record = HistoryRecord(
             timestamp: Date(), author: history.author, contextName: history.contextName, processID: getpid(), changes: changes)
-        let file = store.file
+        let file = try store.requireLMDB("batch requests (insert, update, delete) are not available on \(store.type.rawValue) stores yet")
         let sequence = try HistoryLog.append(
             record, in: writer.reader.transaction.pointee, history: file.historyDatabase, metadata: file.metadataDatabase,
             retention: store.options.historyRetention)

@@ -146,10 +146,21 @@ extension ObjectGraph {
         defer { for object in filled { object.awakeFromFetch() } }
         for (number, members) in byStore {
             guard let store = stores.first(where: { StoreNumbers.number(for: $0.identifier) == number }) else { continue }
-            try coordinator.forEachRecord(of: members, in: store) { object, storage, key, record in
-                guard object.faultState == .fault, object.owner === self else { return }
-                try object.apply(record: record, of: storage, key: key, in: store.file)
-                filled.append(object)
+            switch store.backend {
+            case .lmdb(let file):
+                try coordinator.forEachRecord(of: members, in: store) { object, storage, key, record in
+                    guard object.faultState == .fault, object.owner === self else { return }
+                    try object.apply(record: record, of: storage, key: key, in: file)
+                    filled.append(object)
+                }
+            case .sql(let sql):
+                // A server store's rows come as snapshots, one query per table.
+                try coordinator.countRead()
+                for snapshot in try sql.snapshots(of: members.map(\.objectID)) {
+                    guard let object = registeredObject(for: snapshot.objectID), object.faultState == .fault, object.owner === self else { continue }
+                    object.apply(snapshot)
+                    filled.append(object)
+                }
             }
         }
     }

@@ -456,11 +456,13 @@ private struct SavePlan {
         if let last = lastStorage, last.entity === object.entity, last.store === store {
             storage = last.storage
         } else {
-            storage = try store.file.entityStorage(named: object.entity.name)
+            storage = try store.entityStorage(named: object.entity.name)
             lastStorage = (object.entity, store, storage)
         }
         let index = index(of: store)
-        try RowEncoder.append(object, storage: storage, key: key, baseVersion: baseVersion, to: &saves[index].rows)
+        // A server store's rows always carry their IDs: its conflicts and constraint checks name the objects.
+        try RowEncoder.append(
+            object, storage: storage, key: key, baseVersion: baseVersion, carriesID: store.file == nil, to: &saves[index].rows)
         objects[index].append(object)
         if storage.hasRelationships {
             related.append(object)

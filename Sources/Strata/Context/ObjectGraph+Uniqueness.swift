@@ -90,7 +90,9 @@ extension ObjectGraph {
             var existing = here[claim].flatMap { claimants.contains($0) ? nil : $0 }
             if existing == nil, let first = claimants.first, let entity = model.entitiesByName[first.entityName] {
                 let store = try coordinator.defaultStore(for: first.entityName)
-                let holder = try store.file.holder(
+                // A server store checks its constraints when it writes the save.
+                guard let file = store.file else { continue }
+                let holder = try file.holder(
                     ofValues: { slot in
                         guard let name = entity.attributes.indices.contains(slot) ? entity.attributes[slot].name : nil,
                               let index = claim.constraint.firstIndex(of: name) else { return nil }

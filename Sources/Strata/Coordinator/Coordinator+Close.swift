@@ -51,7 +51,11 @@ extension PersistentStoreCoordinator {
         let drained = await writeGate.drain(until: deadline)
         var failure: StrataError?
         for store in persistentStores {
-            let environment = store.file.environment
+            guard let environment = store.file?.environment else {
+                store.sql?.close()   // a server store: its connections close (the writes admitted have finished)
+                rowCache.removeRows(ofStore: store.identifier)
+                continue
+            }
             let remaining = max(deadline - ContinuousClock.now, .zero)
             do {
                 try environment.close(timeout: remaining)

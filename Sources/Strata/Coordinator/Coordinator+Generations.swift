@@ -22,12 +22,13 @@ extension PersistentStoreCoordinator {
     /// pages (the file grows) and holds a reader slot. See <doc:QueryGenerations>.
     public nonisolated var queryGenerationStatistics: QueryGenerationStatistics {
         let open = generations.open
-        let stores = persistentStores.map { store in
-            let environment = store.file.environment
+        // Server stores have no pinned snapshots (yet): only LMDB stores have reader slots.
+        let stores = persistentStores.compactMap(\.file).map { file in
+            let environment = file.environment
             let info = environment.info
             let readers = environment.readers().compactMap(\.transactionID)
             return QueryGenerationStatistics.StoreReaders(
-                storeIdentifier: store.identifier, readerSlotsInUse: readers.count, maxReaders: info.maxReaders,
+                storeIdentifier: file.identifier, readerSlotsInUse: readers.count, maxReaders: info.maxReaders,
                 oldestReaderLag: readers.min().map { max(0, info.lastTransactionID - $0) } ?? 0)
         }
         return QueryGenerationStatistics(
@@ -41,7 +42,7 @@ extension PersistentStoreCoordinator {
     /// last transaction id (no reader slot is taken).
     nonisolated func newestToken() -> QueryGenerationToken {
         var transactions: [UUID: Int] = [:]
-        for store in persistentStores { transactions[store.identifier] = store.file.environment.info.lastTransactionID }
+        for file in persistentStores.compactMap(\.file) { transactions[file.identifier] = file.environment.info.lastTransactionID }
         return QueryGenerationToken(transactions: transactions)
     }
 
@@ -53,8 +54,8 @@ extension PersistentStoreCoordinator {
     nonisolated func newestGeneration() throws(StrataError) -> QueryGeneration {
         if let open = generations.generation(named: newestToken()) { return open }
         var snapshots: [UUID: ReadSnapshot] = [:]
-        for store in persistentStores {
-            snapshots[store.identifier] = try StoreFile.storage { try store.file.environment.makeSnapshot() }
+        for file in persistentStores.compactMap(\.file) {
+            snapshots[file.identifier] = try StoreFile.storage { try file.environment.makeSnapshot() }
         }
         return generations.register(QueryGeneration(snapshots: snapshots, registry: generations))
     }
@@ -72,10 +73,10 @@ extension PersistentStoreCoordinator {
         let stores = persistentStores
         var snapshots: [UUID: ReadSnapshot] = [:]
         for (identifier, transaction) in transactions {
-            guard let store = stores.first(where: { $0.identifier == identifier }),
-                  store.file.environment.info.lastTransactionID == transaction
+            guard let file = stores.first(where: { $0.identifier == identifier })?.file,
+                  file.environment.info.lastTransactionID == transaction
             else { throw .queryGenerationUnavailable(token) }
-            let snapshot = try StoreFile.storage { try store.file.environment.makeSnapshot() }
+            let snapshot = try StoreFile.storage { try file.environment.makeSnapshot() }
             // A commit may have landed between the check and the snapshot.
             guard snapshot.transactionID == transaction else { throw .queryGenerationUnavailable(token) }
             snapshots[identifier] = snapshot
@@ -88,7 +89,7 @@ extension PersistentStoreCoordinator {
     nonisolated func snapshot(of id: ManagedObjectID, in generation: QueryGeneration) throws -> ObjectSnapshot? {
         let store = try store(of: id)
         let snapshot = try generation.snapshot(of: store)
-        return try store.file.readSnapshots(of: [id], in: snapshot).first
+        return try store.requireLMDB("reading a pinned query generation").readSnapshots(of: [id], in: snapshot).first
     }
 
     /// The states of `ids` in `generation`'s snapshots; rows that do not exist there,
@@ -102,7 +103,8 @@ extension PersistentStoreCoordinator {
         let stores = persistentStores
         for (identifier, wanted) in byStore {
             guard let store = stores.first(where: { $0.identifier == identifier }) else { continue }
-            for row in try store.file.readSnapshots(of: wanted, in: generation.snapshot(of: store)) { found[row.objectID] = row }
+            let snapshot = try generation.snapshot(of: store)
+            for row in try store.requireLMDB("reading a pinned query generation").readSnapshots(of: wanted, in: snapshot) { found[row.objectID] = row }
         }
         return found
     }

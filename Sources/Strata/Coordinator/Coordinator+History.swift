@@ -27,7 +27,7 @@ extension PersistentStoreCoordinator {
         var tombstones: [ManagedObjectID: [String: AttributeValue]] = [:]
         for deletion in save.deleted {
             guard let key = deletion.objectID.primaryKey,
-                  let storage = try? save.store.file.entityStorage(named: deletion.objectID.entityName)
+                  let storage = try? save.store.entityStorage(named: deletion.objectID.entityName)
             else { continue }
             let kept = storage.attributes.filter { $0.description.preservesValueInHistoryOnDeletion && $0.field != nil }
             guard !kept.isEmpty, let record = try writer.reader.record(at: key, of: storage) else { continue }
@@ -61,20 +61,20 @@ extension PersistentStoreCoordinator {
             if row.isInsert, let id = row.objectID, let adopted = merge?.adopted[id], merge?.joinedInserts.contains(adopted) == false {
                 // An upsert: the new object became a stored one, whose values it set.
                 kind = .update
-                updated = save.store.file.entityStorage(numbered: row.entity)?.entity.attributes.filter { !$0.isTransient }.map(\.name) ?? []
+                updated = save.store.entityStorage(numbered: row.entity)?.entity.attributes.filter { !$0.isTransient }.map(\.name) ?? []
             }
             changes.append(HistoryRecord.Change(kind: kind, entity: row.entity, primaryKey: key, updatedProperties: kind == .update ? updated : []))
         }
         for deletion in save.deleted where merge?.undeleted[deletion.objectID] == nil {
             guard let key = deletion.objectID.primaryKey?.rawValue,
-                  let entity = save.store.file.schema.entityNumber(of: deletion.objectID.entityName)
+                  let entity = save.store.schema.entityNumber(of: deletion.objectID.entityName)
             else { continue }
             changes.append(HistoryRecord.Change(kind: .delete, entity: entity, primaryKey: key, tombstone: tombstones[deletion.objectID] ?? [:]))
         }
         guard !changes.isEmpty else { return }
         let record = HistoryRecord(
             timestamp: Date(), author: history.author, contextName: history.contextName, processID: getpid(), changes: changes)
-        let file = save.store.file
+        let file = try save.store.requireLMDB("persistent history")
         _ = try HistoryLog.append(
             record, in: writer.reader.transaction.pointee, history: file.historyDatabase, metadata: file.metadataDatabase,
             retention: save.store.options.historyRetention)

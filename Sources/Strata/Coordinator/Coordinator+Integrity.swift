@@ -60,10 +60,12 @@ extension PersistentStoreCoordinator {
     ///   table, a terminal environment); inconsistencies are in the report, not thrown.
     public nonisolated func checkIntegrity() async throws(StrataError) -> IntegrityReport {
         var report = IntegrityReport()
+        // A server store's consistency is its server's: only LMDB stores are checked here.
         for store in persistentStores {
+            guard let file = store.file else { continue }
             report.stores += 1
             do {
-                try store.file.checkIntegrity(into: &report)
+                try file.checkIntegrity(into: &report)
             } catch let error as StrataError {
                 throw error
             } catch {

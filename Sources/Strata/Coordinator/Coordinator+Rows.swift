@@ -49,7 +49,7 @@ extension PersistentStoreCoordinator {
             guard let store = persistentStores.first(where: { $0.identifier == identifier }) else { continue }
             let epoch = rowCache.epoch, stamp = RowCache.now
             countRead()
-            let rows = try store.file.readSnapshots(of: wanted)
+            let rows = try store.readSnapshots(of: wanted)
             rowCache.fill(rows, readAt: stamp, epoch: epoch)
             for row in rows { found[row.objectID] = row }
         }
@@ -77,7 +77,10 @@ extension PersistentStoreCoordinator {
         for (identifier, wanted) in missing {
             guard let store = persistentStores.first(where: { $0.identifier == identifier }) else { continue }
             countRead()
-            batches.append(try store.file.readRecords(of: wanted))
+            switch store.backend {
+            case .lmdb(let file): batches.append(try file.readRecords(of: wanted))
+            case .sql(let sql): cached += try sql.snapshots(of: wanted)   // a server store's rows come as snapshots
+            }
         }
         return (cached, batches)
     }
@@ -90,7 +93,7 @@ extension PersistentStoreCoordinator {
         _ body: (ManagedObject, EntityStorage, PrimaryKey, UnsafeRawBufferPointer) throws -> Void
     ) throws {
         countRead()
-        try store.file.forEachRecord(of: objects, body)
+        try store.requireLMDB("reading stored records").forEachRecord(of: objects, body)
     }
 
     /// The rows of `ids` in `generation`'s snapshots, as stored records.
@@ -102,7 +105,7 @@ extension PersistentStoreCoordinator {
         var batches: [RowBatch] = []
         for (identifier, wanted) in byStore {
             guard let store = persistentStores.first(where: { $0.identifier == identifier }) else { continue }
-            batches.append(try store.file.readRecords(of: wanted, in: try generation.snapshot(of: store)))
+            batches.append(try store.requireLMDB("reading a pinned query generation").readRecords(of: wanted, in: try generation.snapshot(of: store)))
         }
         return batches
     }
@@ -111,8 +114,8 @@ extension PersistentStoreCoordinator {
     /// store `identifier` names is terminal (``PersistentStore/terminalError``): its
     /// cached rows are not served either, since every read of it fails.
     private nonisolated func checkUsable(store identifier: UUID?) throws(StrataError) {
-        guard let identifier, let store = persistentStores.first(where: { $0.identifier == identifier }) else { return }
-        try StoreFile.storage { try store.file.environment.checkUsable() }
+        guard let identifier, let store = persistentStores.first(where: { $0.identifier == identifier }), let file = store.file else { return }
+        try StoreFile.storage { try file.environment.checkUsable() }
     }
 
     /// The stored destinations of `relationship` (to-many) of every object in `ids`, in
@@ -130,7 +133,10 @@ extension PersistentStoreCoordinator {
             guard let store = persistentStores.first(where: { $0.identifier == identifier }) else { continue }
             let snapshot = try generation?.snapshot(of: store)
             if snapshot == nil { countRead() }
-            let links = try store.file.readDestinations(of: owners, relationship: relationship, in: snapshot)
+            let links = switch store.backend {
+            case .lmdb(let file): try file.readDestinations(of: owners, relationship: relationship, in: snapshot)
+            case .sql(let sql): try sql.destinations(of: owners, relationship: relationship)
+            }
             found.merge(links) { $1 }
         }
         return found
@@ -150,8 +156,8 @@ extension PersistentStoreCoordinator {
         for save in saves {
             ids += save.deleted.map(\.objectID)
             for row in save.rows.rows where !row.isInsert {
-                guard let storage = save.store.file.entityStorage(numbered: row.entity), let key = PrimaryKey(row.key) else { continue }
-                ids.append(save.store.file.objectID(entity: storage.name, key: key))
+                guard let storage = save.store.entityStorage(numbered: row.entity), let key = PrimaryKey(row.key) else { continue }
+                ids.append(save.store.objectID(entity: storage.name, key: key))
             }
         }
         rowCache.didSave(written: [], deleted: ids)

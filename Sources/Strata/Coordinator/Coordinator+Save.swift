@@ -31,12 +31,12 @@ struct StoreSave: Sendable {
     init(store: PersistentStore, inserted: [ObjectSnapshot] = [], updated: [ObjectSnapshot] = []) throws(StrataError) {
         self.store = store
         for snapshot in inserted {
-            let storage = try store.file.entityStorage(named: snapshot.objectID.entityName)
+            let storage = try store.entityStorage(named: snapshot.objectID.entityName)
             try RowEncoder.append(
                 snapshot, storage: storage, key: snapshot.objectID.primaryKey?.rawValue ?? 0, baseVersion: 0, carriesID: true, to: &rows)
         }
         for snapshot in updated {
-            let storage = try store.file.entityStorage(named: snapshot.objectID.entityName)
+            let storage = try store.entityStorage(named: snapshot.objectID.entityName)
             try RowEncoder.append(
                 snapshot, storage: storage, key: snapshot.objectID.primaryKey?.rawValue ?? 0, baseVersion: max(1, snapshot.version),
                 carriesID: true, to: &rows)
@@ -94,7 +94,7 @@ extension PersistentStoreCoordinator {
         }
         let registered = Set(persistentStores)
         for save in saves where !registered.contains(save.store) {
-            let entity = save.rows.rows.first.flatMap { save.store.file.entityStorage(numbered: $0.entity)?.name }
+            let entity = save.rows.rows.first.flatMap { save.store.entityStorage(numbered: $0.entity)?.name }
             throw StrataError.noStore(entity: entity ?? save.deleted.first?.objectID.entityName ?? "?")
         }
         let request = PendingSave(saves, pinning: pinning, in: writeGroups)
@@ -161,7 +161,8 @@ extension PersistentStoreCoordinator {
         var byStore: [ObjectIdentifier: [PendingSave]] = [:]
         var storeOrder: [PersistentStore] = []
         for request in batch {
-            guard request.saves.count == 1, batch.count > 1 else {
+            // A server store's saves are written one transaction each (no nested transactions yet).
+            guard request.saves.count == 1, batch.count > 1, request.saves[0].store.file != nil else {
                 writeAlone(request)
                 continue
             }
@@ -233,13 +234,17 @@ extension PersistentStoreCoordinator {
     private nonisolated func writeTogether(_ requests: [PendingSave], to store: PersistentStore) {
         let start = instruments.metrics == nil ? 0 : DispatchTime.now().uptimeNanoseconds
         let results: [Result<SaveOutcome, any Error>]
+        guard let file = store.file else {
+            for request in requests { writeAlone(request) }   // unreachable: server stores write alone
+            return
+        }
         do {
-            results = try store.file.writeGroup { transaction in
+            results = try file.writeGroup { transaction in
                 // The body runs again from scratch when the map grows: results are its own.
                 var results: [Result<SaveOutcome, any Error>] = []
                 for request in requests {
                     do {
-                        let outcome = try store.file.write(nestedIn: transaction) { writer in
+                        let outcome = try file.write(nestedIn: transaction) { writer in
                             try apply(request.saves[0], with: &writer)
                         }
                         results.append(.success(outcome))
@@ -287,7 +292,20 @@ extension PersistentStoreCoordinator {
     private nonisolated func write(_ saves: ArraySlice<StoreSave>, into outcome: inout SaveOutcome) throws {
         guard let save = saves.first else { return }
         var mine = SaveOutcome()
-        try save.store.file.write { writer in
+        let file: StoreFile
+        switch save.store.backend {
+        case .lmdb(let lmdb):
+            file = lmdb
+        case .sql(let sql):
+            guard saves.count == 1 && outcome.keys.isEmpty else {
+                throw StrataError.unsupportedByStore(
+                    store: save.store.location,
+                    feature: "one save over a \(save.store.type.rawValue) store and another store (the stores cannot commit together): save each store's objects from a context of its own")
+            }
+            outcome = try apply(save, to: sql)
+            return
+        }
+        try file.write { writer in
             // The body may run again when the map grows: start from scratch each time.
             let local = try apply(save, with: &writer)
             var inner = outcome
@@ -299,6 +317,20 @@ extension PersistentStoreCoordinator {
             mine = inner
         }
         outcome = mine
+    }
+
+    /// Writes one save of a server store, in one transaction of the server.
+    private nonisolated func apply(_ save: StoreSave, to store: SQLStore) throws -> SaveOutcome {
+        var local = SaveOutcome()
+        let written = try store.write(save)
+        local.keys = [written.keys]
+        for (row, key) in zip(save.rows.rows, written.keys) {
+            guard let id = row.objectID, let entity = store.entityStorage(numbered: row.entity), let primaryKey = PrimaryKey(key) else { continue }
+            let permanent = store.objectID(entity: entity.name, key: primaryKey)
+            if id.isTemporaryID { local.permanentIDs[id] = permanent }
+            local.versions[permanent] = row.baseVersion + 1
+        }
+        return local
     }
 
     /// Applies one store's part of a save, conflict-checked first (and its conflicts
@@ -317,7 +349,7 @@ extension PersistentStoreCoordinator {
                 MergeConflict(
                     objectID: conflict.objectID,
                     persistedSnapshot: conflict.persisted.flatMap { persisted in
-                        (try? save.store.file.entityStorage(named: conflict.objectID.entityName)).map { PropertySnapshot(persisted, entity: $0.entity) }
+                        (try? save.store.entityStorage(named: conflict.objectID.entityName)).map { PropertySnapshot(persisted, entity: $0.entity) }
                     },
                     oldVersion: conflict.expectedVersion, newVersion: conflict.storedVersion)
             })
@@ -328,9 +360,9 @@ extension PersistentStoreCoordinator {
         local.keys = [keys]
         if let merge { local.merge = merge }
         for (row, key) in zip(save.rows.rows, keys) {
-            guard let id = row.objectID, let entity = save.store.file.entityStorage(numbered: row.entity),
+            guard let id = row.objectID, let entity = save.store.entityStorage(numbered: row.entity),
                   let primaryKey = PrimaryKey(key) else { continue }
-            let permanent = save.store.file.objectID(entity: entity.name, key: primaryKey)
+            let permanent = save.store.objectID(entity: entity.name, key: primaryKey)
             if id.isTemporaryID { local.permanentIDs[id] = permanent }
             local.versions[permanent] = local.merge.merged[permanent]?.version ?? row.baseVersion + 1
         }
@@ -393,7 +425,7 @@ extension PersistentStoreCoordinator {
     /// the file grew, as designed) and the store turning terminal (info: every later
     /// save and read of it fails, while only the save that hit the failure was told).
     nonisolated func noteState(of store: PersistentStore, logger: Logger) {
-        let environment = store.file.environment
+        guard let environment = store.file?.environment else { return }
         let growths = environment.mapGrowthCount
         let terminal = environment.terminalError
         let (grew, turned) = store.loggedState.withLock { state -> (Bool, Bool) in

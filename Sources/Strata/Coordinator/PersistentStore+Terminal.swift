@@ -38,6 +38,6 @@ extension PersistentStore {
     /// The value is ``StrataError/storage(_:)`` of the LMDB error that made the store
     /// terminal (`LMDBError.panic` or `LMDBError.corrupted`).
     public var terminalError: StrataError? {
-        file.environment.terminalError.map { .storage($0) }
+        file?.environment.terminalError.map { .storage($0) }
     }
 }

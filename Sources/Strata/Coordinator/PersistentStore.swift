@@ -10,17 +10,73 @@ internal import StrataLocks
 /// a `Sendable` reference you pass back to ``PersistentStoreCoordinator/remove(_:)``
 /// and ``ManagedObjectContext/assign(_:to:)``.
 public final class PersistentStore: Sendable, Hashable, CustomStringConvertible {
-    /// The kinds of store.
-    public enum StoreType: String, Sendable, Hashable {
+    /// The kinds of store: ``lmdb`` and ``inMemory`` here, and server stores that other
+    /// products add (StrataPostgres's `.postgres(_:)`).
+    ///
+    /// A struct rather than an enum, so that a store type of another module (which brings
+    /// its driver and its dependencies) is spelled like the built-in ones:
+    /// `addPersistentStore(type: .postgres(configuration))`. Compare with `==` (a
+    /// `switch` over it needs a `default`).
+    public struct StoreType: Sendable, Hashable, CustomStringConvertible {
+        enum Kind: Sendable, Hashable {
+            case lmdb
+            case inMemory
+            case server(String)
+        }
+
+        let kind: Kind
+        /// What opens a server store; nil for the LMDB kinds.
+        package let server: (any SQLStoreOpener)?
+
+        private init(kind: Kind, server: (any SQLStoreOpener)?) {
+            self.kind = kind
+            self.server = server
+        }
+
         /// An LMDB environment in a directory (created when missing).
-        case lmdb
+        public static let lmdb = StoreType(kind: .lmdb, server: nil)
         /// An LMDB environment in a private directory in memory (`/dev/shm` when the
         /// system has one, else the temporary directory), removed when the last
         /// reference to the store goes (after it is removed from its coordinator, or
         /// with the coordinator). Same format, same semantics and the
         /// same limits (map size, readers, key sizes) as ``lmdb``, so tests of an
         /// in-memory store hold for the real one.
-        case inMemory
+        public static let inMemory = StoreType(kind: .inMemory, server: nil)
+
+        /// A store in a database server, opened by `opener`; `name` names the kind
+        /// (`postgres`). For modules that add store types.
+        package static func server(named name: String, opener: any SQLStoreOpener) -> StoreType {
+            StoreType(kind: .server(name), server: opener)
+        }
+
+        /// The kind's name: `lmdb`, `inMemory`, `postgres`.
+        public var rawValue: String {
+            switch kind {
+            case .lmdb: "lmdb"
+            case .inMemory: "inMemory"
+            case .server(let name): name
+            }
+        }
+
+        /// Whether the store lives in a database server that several processes share
+        /// (PostgreSQL), rather than in this machine's files.
+        public var isServerStore: Bool { server != nil }
+
+        /// The kind's name, and the server's location for a server store.
+        public var description: String {
+            server.map { "\(rawValue)(\($0.location))" } ?? rawValue
+        }
+
+        /// Same kind, and for server stores the same configuration.
+        public static func == (lhs: StoreType, rhs: StoreType) -> Bool {
+            lhs.kind == rhs.kind && lhs.server?.identity == rhs.server?.identity
+        }
+
+        /// Hashes what ``==`` compares.
+        public func hash(into hasher: inout Hasher) {
+            hasher.combine(kind)
+            hasher.combine(server?.identity)
+        }
     }
 
     /// How a store is opened.
@@ -101,11 +157,17 @@ public final class PersistentStore: Sendable, Hashable, CustomStringConvertible 
         }
     }
 
-    /// The store's UUID (recorded in the store: the same across openings).
-    public var identifier: UUID { file.identifier }
+    /// The store's UUID (recorded in the store: the same across openings, and for a
+    /// server store the same in every process).
+    public var identifier: UUID {
+        switch backend {
+        case .lmdb(let file): file.identifier
+        case .sql(let store): store.identifier
+        }
+    }
     /// The kind of store.
     public let type: StoreType
-    /// The store directory; nil for an in-memory store.
+    /// The store directory; nil for an in-memory store and a server store.
     public let url: URL?
     /// The model configuration whose entities the store holds; nil for every entity.
     public let configurationName: String?
@@ -114,19 +176,57 @@ public final class PersistentStore: Sendable, Hashable, CustomStringConvertible 
     /// The names of the concrete entities the store can hold.
     public let entityNames: Set<String>
 
-    let file: StoreFile
+    /// Where the store's rows live.
+    enum Backend: Sendable {
+        /// An LMDB environment.
+        case lmdb(StoreFile)
+        /// Tables in a database server.
+        case sql(SQLStore)
+    }
+
+    let backend: Backend
     private let scratch: ScratchDirectory?
+
+    /// The LMDB store; nil for a server store.
+    var file: StoreFile? {
+        if case .lmdb(let file) = backend { file } else { nil }
+    }
+
+    /// The server store; nil for an LMDB one.
+    var sql: SQLStore? {
+        if case .sql(let store) = backend { store } else { nil }
+    }
     /// What the coordinator has logged of the store's state: map growths and whether it
     /// went terminal (``PersistentStoreCoordinator/noteState(of:logger:)``).
     let loggedState = LockedValue(LoggedStoreState())
 
-    init(type: StoreType, url: URL?, configurationName: String?, options: Options, model: ManagedObjectModel) throws(StrataError) {
+    init(
+        type: StoreType, url: URL?, configurationName: String?, options: Options, model: ManagedObjectModel, logger: Logger
+    ) throws(StrataError) {
         self.type = type
         self.configurationName = configurationName
         self.options = options
         let entities = try model.entityNames(inConfiguration: configurationName)
         entityNames = entities
-        switch type {
+        switch type.kind {
+        case .server:
+            guard let opener = type.server else {
+                throw .incompatibleStore(store: type.rawValue, reason: "a server store type without its driver")
+            }
+            guard !options.tracksPersistentHistory else {
+                throw .unsupportedByStore(
+                    store: opener.location,
+                    feature: "persistent history (tracksPersistentHistory) is not recorded by \(type.rawValue) stores yet; open it with tracksPersistentHistory false")
+            }
+            self.url = nil
+            scratch = nil
+            let driver = try opener.makeDriver(logger: logger)
+            do {
+                backend = .sql(try SQLStore(driver: driver, model: model, entityNames: entities))
+            } catch {
+                driver.close()
+                throw error
+            }
         case .lmdb:
             guard let url else {
                 throw .incompatibleStore(store: "(no location)", reason: "an LMDB store needs a directory URL")
@@ -136,9 +236,9 @@ public final class PersistentStore: Sendable, Hashable, CustomStringConvertible 
             }
             self.url = url
             scratch = nil
-            file = try StoreFile(
+            backend = .lmdb(try StoreFile(
                 directory: url, model: model, readOnly: options.readOnly, configuration: options.configuration,
-                verifyingPages: options.verifiesPagesAtOpen, migration: MigrationSettings(options))
+                verifyingPages: options.verifiesPagesAtOpen, migration: MigrationSettings(options)))
         case .inMemory:
             guard !options.readOnly else {
                 throw .incompatibleStore(store: "(in memory)", reason: "an in-memory store cannot be read-only: nothing could ever be in it")
@@ -146,16 +246,73 @@ public final class PersistentStore: Sendable, Hashable, CustomStringConvertible 
             let directory = try ScratchDirectory()
             self.url = nil
             scratch = directory
-            file = try StoreFile(directory: directory.url, model: model, configuration: options.configuration)
+            backend = .lmdb(try StoreFile(directory: directory.url, model: model, configuration: options.configuration))
         }
     }
 
     /// Whether the store can hold objects of `entityName`.
     func holds(_ entityName: String) -> Bool { entityNames.contains(entityName) }
 
+    /// The store's location: its directory, `in memory`, or the server's address.
+    var location: String {
+        switch backend {
+        case .lmdb: url?.path ?? "in memory"
+        case .sql(let store): store.location
+        }
+    }
+
+    /// How `entityName` is stored.
+    ///
+    /// - Throws: ``StrataError/unknownEntity(_:)``.
+    func entityStorage(named entityName: String) throws(StrataError) -> EntityStorage {
+        switch backend {
+        case .lmdb(let file): try file.entityStorage(named: entityName)
+        case .sql(let store): try store.entityStorage(named: entityName)
+        }
+    }
+
+    /// The storage of entity `number`, or nil.
+    func entityStorage(numbered number: UInt16) -> EntityStorage? {
+        switch backend {
+        case .lmdb(let file): file.entityStorage(numbered: number)
+        case .sql(let store): store.entityStorage(numbered: number)
+        }
+    }
+
+    /// The permanent ID of row `key` of `entityName`.
+    func objectID(entity entityName: String, key: PrimaryKey) -> ManagedObjectID {
+        ManagedObjectID(store: identifier, entityName: entityName, primaryKey: key)
+    }
+
+    /// The stored rows of `ids` (permanent IDs of this store), in one read transaction or
+    /// one query per table; rows that do not exist are missing.
+    func readSnapshots(of ids: [ManagedObjectID]) throws -> [ObjectSnapshot] {
+        switch backend {
+        case .lmdb(let file): try file.readSnapshots(of: ids)
+        case .sql(let store): try store.snapshots(of: ids)
+        }
+    }
+
+    /// The store's entity and field numbers.
+    var schema: StoreSchema {
+        switch backend {
+        case .lmdb(let file): file.schema
+        case .sql(let store): store.schema
+        }
+    }
+
+    /// Throws ``StrataError/unsupportedByStore(store:feature:)`` for a server store:
+    /// `feature` is what it cannot do (yet).
+    func requireLMDB(_ feature: @autoclosure () -> String) throws(StrataError) -> StoreFile {
+        switch backend {
+        case .lmdb(let file): return file
+        case .sql(let store): throw .unsupportedByStore(store: store.location, feature: feature())
+        }
+    }
+
     /// `PersistentStore(lmdb, /path/Notes.strata, 6F1E…)`.
     public var description: String {
-        "PersistentStore(\(type.rawValue), \(url?.path ?? "in memory")\(configurationName.map { ", configuration \($0)" } ?? ""), \(identifier))"
+        "PersistentStore(\(type.rawValue), \(location)\(configurationName.map { ", configuration \($0)" } ?? ""), \(identifier))"
     }
 
     /// Stores are equal only to themselves.
@@ -197,6 +354,6 @@ struct LoggedStoreState {
 extension PersistentStore {
     /// The store's path and identifier as log metadata.
     var logMetadata: Logger.Metadata {
-        ["strata.store": "\(url?.path ?? "(in memory)")", "strata.store.id": "\(identifier)"]
+        ["strata.store": "\(url?.path ?? (sql?.location ?? "(in memory)"))", "strata.store.id": "\(identifier)"]
     }
 }

@@ -129,10 +129,10 @@ public actor PersistentStoreCoordinator {
                 staged = try await StagedMigration.runIfNeeded(at: url, model: managedObjectModel, options: options)
             }
             let store = try addPersistentStoreSynchronously(type: type, configuration: configuration, at: url, options: options)
-            if let span, staged || store.file.migration != nil {
+            if let span, staged || store.file?.migration != nil {
                 span.operationName = "migrate"
                 span.attributes["db.operation.name"] = "migrate"
-                if let migration = store.file.migration {
+                if let migration = store.file?.migration {
                     span.attributes["strata.migration.from"] = migration.from
                     span.attributes["strata.migration.to"] = migration.to
                     span.attributes["strata.migration.stages"] = migration.stages.joined(separator: "; ")
@@ -164,7 +164,7 @@ public actor PersistentStoreCoordinator {
             }
         }
         let store = try PersistentStore(
-            type: type, url: url, configurationName: configuration, options: options, model: managedObjectModel)
+            type: type, url: url, configurationName: configuration, options: options, model: managedObjectModel, logger: logger)
         let duplicate = registry.withLock { stores -> Bool in
             if stores.contains(where: { $0.identifier == store.identifier }) { return true }
             stores.append(store)
@@ -174,20 +174,20 @@ public actor PersistentStoreCoordinator {
             throw .incompatibleStore(
                 store: store.url?.path ?? "(in memory)", reason: "a store with the same UUID (\(store.identifier)) is already added")
         }
-        if let migration = store.file.migration {
+        if let migration = store.file?.migration {
             logger.debug("store migrated", metadata: store.logMetadata.merging([
                 "strata.migration.from": "\(migration.from)", "strata.migration.to": "\(migration.to)",
                 "strata.migration.stages": "\(migration.stages.joined(separator: "; "))",
             ]) { $1 })
         }
-        let stale = store.file.environment.staleReadersClearedAtOpen
+        let stale = store.file?.environment.staleReadersClearedAtOpen ?? 0
         if stale > 0 {
             // Recovered, and nobody to tell but the log: dead processes held reader slots.
             logger.info("stale readers of dead processes cleared", metadata: store.logMetadata.merging([
                 "strata.readers.cleared": "\(stale)",
             ]) { $1 })
         }
-        store.loggedState.withLock { $0.mapGrowths = store.file.environment.mapGrowthCount }
+        if let file = store.file { store.loggedState.withLock { $0.mapGrowths = file.environment.mapGrowthCount } }
         logger.debug("store opened", metadata: store.logMetadata.merging([
             "strata.store.type": "\(store.type)", "strata.store.read_only": "\(options.readOnly)",
             "strata.store.history": "\(options.tracksPersistentHistory)",
@@ -289,7 +289,10 @@ public actor PersistentStoreCoordinator {
     nonisolated func snapshot(of id: ManagedObjectID) throws -> ObjectSnapshot? {
         let store = try store(of: id)
         countRead()
-        return try store.file.read { reader in try reader.snapshot(of: id) }
+        switch store.backend {
+        case .lmdb(let file): return try file.read { reader in try reader.snapshot(of: id) }
+        case .sql(let sql): return try sql.snapshots(of: [id]).first
+        }
     }
 
     /// The stored destinations of a to-many relationship of `id`: in a fresh read
@@ -300,7 +303,10 @@ public actor PersistentStoreCoordinator {
         let store = try store(of: id)
         let snapshot = try generation?.snapshot(of: store)
         if snapshot == nil { countRead() }
-        return try store.file.read(in: snapshot) { reader in try reader.destinations(of: id, relationship: relationship) }
+        switch store.backend {
+        case .lmdb(let file): return try file.read(in: snapshot) { reader in try reader.destinations(of: id, relationship: relationship) }
+        case .sql(let sql): return try sql.destinations(of: [id], relationship: relationship)[id] ?? []
+        }
     }
 
     /// Runs `request` on every store that holds its entity, each in one read transaction
@@ -313,12 +319,42 @@ public actor PersistentStoreCoordinator {
     nonisolated func fetch<Result>(
         _ request: FetchRequest<Result>, in generation: QueryGeneration? = nil, sink: FetchRowSink? = nil
     ) throws -> [FetchRows] {
-        let plan = try FetchPlanner.plan(request, in: managedObjectModel)
-        return try stores(for: request.entityName, includesSubentities: request.includesSubentities).map { store in
+        let stores = stores(for: request.entityName, includesSubentities: request.includesSubentities)
+        var plan: FetchPlan?   // planned for the first LMDB store: a server store plans its own SQL
+        return try stores.map { store in
             let snapshot = try generation?.snapshot(of: store)
             if snapshot == nil { countRead() }
-            return try store.file.read(in: snapshot) { reader in try reader.execute(plan, sink: sink) }
+            switch store.backend {
+            case .lmdb(let file):
+                let lmdbPlan = try plan ?? FetchPlanner.plan(request, in: managedObjectModel)
+                plan = lmdbPlan
+                return try file.read(in: snapshot) { reader in try reader.execute(lmdbPlan, sink: sink) }
+            case .sql(let sql): return try sql.fetch(request)
+            }
         }
+    }
+
+    /// How `request` would run on each store that holds its entity, one store after the
+    /// other: an LMDB store's ``FetchPlan`` (its access path, filter and order), a server
+    /// store's SQL (per table) and what it leaves to memory (`FILTER IN MEMORY`, `SORT IN
+    /// MEMORY`, `WINDOW IN MEMORY`).
+    ///
+    /// ```swift
+    /// print(try coordinator.explain(request))
+    /// // SELECT FROM Note WHERE COALESCE("priority" > $1, FALSE) ORDER BY "title" COLLATE "C" ASC NULLS FIRST, "_pk"; FILTER IN MEMORY title CONTAINS[c] "x"
+    /// // WINDOW IN MEMORY
+    /// ```
+    ///
+    /// - Throws: ``StrataError`` for an unknown entity or key, ``FetchPredicateError`` for an
+    ///   unsubstituted variable: what running the request would throw.
+    public nonisolated func explain<Result>(_ request: FetchRequest<Result>) throws -> String {
+        _ = try request.validate(in: managedObjectModel)
+        return try stores(for: request.entityName, includesSubentities: request.includesSubentities).map { store in
+            switch store.backend {
+            case .lmdb: "\(try FetchPlanner.plan(request, in: managedObjectModel))"
+            case .sql(let sql): try sql.explain(request)
+            }
+        }.joined(separator: "\n")
     }
 
     /// Permanent IDs for new objects of `entityNames` in `stores` (one per entry), made
@@ -332,8 +368,13 @@ public actor PersistentStoreCoordinator {
             for indices in byStore.values {
                 let store = requests[indices[0]].store
                 guard !store.options.readOnly else { throw StrataError.readOnlyStore(store.description) }
-                try store.file.write { writer in
-                    for index in indices { ids[index] = try writer.makePermanentID(for: requests[index].entityName) }
+                switch store.backend {
+                case .lmdb(let file):
+                    try file.write { writer in
+                        for index in indices { ids[index] = try writer.makePermanentID(for: requests[index].entityName) }
+                    }
+                case .sql(let sql):
+                    for index in indices { ids[index] = try sql.makePermanentID(for: requests[index].entityName) }
                 }
             }
         }

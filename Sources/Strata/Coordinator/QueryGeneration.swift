@@ -51,8 +51,10 @@ final class QueryGeneration: Sendable {
     ///
     /// - Throws: ``StrataError/storage(_:)`` (``StrataLMDB/LMDBError/readersFull`` when
     ///   no reader slot is free).
+    /// - Throws: ``StrataError/unsupportedByStore(store:feature:)`` for a server store,
+    ///   which has no pinned snapshots yet.
     func snapshot(of store: PersistentStore) throws(StrataError) -> ReadSnapshot {
-        let environment = store.file.environment
+        let environment = try store.requireLMDB("reading a pinned query generation (setQueryGenerationFrom) of a \(store.type.rawValue) store").environment
         if let snapshot = snapshots[store.identifier], snapshot.environment === environment { return snapshot }
         return try lateSnapshots.withLock { (late: inout [UUID: ReadSnapshot]) throws(StrataError) -> ReadSnapshot in
             if let snapshot = late[store.identifier], snapshot.environment === environment { return snapshot }

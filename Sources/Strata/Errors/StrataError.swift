@@ -65,6 +65,8 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
         case queryGenerationUnavailable(QueryGenerationToken)
         case queryGenerationExpired(QueryGenerationToken, age: Duration, maximumAge: Duration)
         case migrationFailed(store: String, reason: String, conflicts: [ConstraintConflict])
+        case database(store: String, failure: DatabaseFailure)
+        case unsupportedByStore(store: String, feature: String)
     }
 
     private let base: Base
@@ -188,6 +190,22 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
         StrataError(.migrationFailed(store: store, reason: reason, conflicts: conflicts))
     }
 
+    /// A database server store (``PersistentStore/StoreType/isServerStore``, such as
+    /// PostgreSQL) failed: the server could not be reached, the connection was lost, a
+    /// statement timed out, the schema changed underneath, or the server refused a
+    /// statement. `failure` says which (``DatabaseFailure/Kind``), with the server's
+    /// SQLSTATE and message. A save that fails this way wrote nothing (its transaction
+    /// was rolled back, or never committed) and its context keeps its changes.
+    public static func database(store: String, failure: DatabaseFailure) -> StrataError {
+        StrataError(.database(store: store, failure: failure))
+    }
+
+    /// The store's kind cannot do what was asked (a batch request or persistent history on
+    /// a store type that has not got them, say); nothing was changed. `feature` names it.
+    public static func unsupportedByStore(store: String, feature: String) -> StrataError {
+        StrataError(.unsupportedByStore(store: store, feature: feature))
+    }
+
     /// The context cannot be configured that way (a second coordinator, say); `reason` says why.
     public static func invalidContextConfiguration(_ reason: String) -> StrataError {
         StrataError(.invalidContextConfiguration(reason))
@@ -230,6 +248,7 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
             case coordinatorClosed
             case readOnlyStore, invalidContextConfiguration, wouldDeadlock, migrationFailed
             case queryGenerationUnavailable, queryGenerationExpired
+            case database, unsupportedByStore
         }
 
         private let base: Base
@@ -284,6 +303,10 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let queryGenerationUnavailable = Code(.queryGenerationUnavailable)
         /// ``StrataError/queryGenerationExpired(_:age:maximumAge:)``.
         public static let queryGenerationExpired = Code(.queryGenerationExpired)
+        /// ``StrataError/database(store:failure:)``.
+        public static let database = Code(.database)
+        /// ``StrataError/unsupportedByStore(store:feature:)``.
+        public static let unsupportedByStore = Code(.unsupportedByStore)
 
         /// The kind's name, as its static member is spelled: `mergeConflicts`.
         public var description: String { base.rawValue }
@@ -322,6 +345,8 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
         case .wouldDeadlock: .wouldDeadlock
         case .queryGenerationUnavailable: .queryGenerationUnavailable
         case .queryGenerationExpired: .queryGenerationExpired
+        case .database: .database
+        case .unsupportedByStore: .unsupportedByStore
         }
     }
 
@@ -384,6 +409,16 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The database server's failure, for ``Code/database``; nil for other kinds.
+    public var databaseFailure: DatabaseFailure? {
+        if case .database(_, let failure) = base { failure } else { nil }
+    }
+
+    /// What the store cannot do, for ``Code/unsupportedByStore``; nil for other kinds.
+    public var unsupportedFeature: String? {
+        if case .unsupportedByStore(_, let feature) = base { feature } else { nil }
+    }
+
     /// The LMDB failure, for ``Code/storage``; nil for other kinds.
     public var storageError: LMDBError? {
         if case .storage(let error) = base { error } else { nil }
@@ -399,12 +434,13 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The store involved: its path for ``Code/modelMismatch``, ``Code/incompatibleStore``,
-    /// ``Code/corruptStore`` and ``Code/migrationFailed``, its description for ``Code/readOnlyStore``; nil for other
-    /// kinds.
+    /// ``Code/corruptStore`` and ``Code/migrationFailed``, its description for ``Code/readOnlyStore``,
+    /// ``Code/database`` and ``Code/unsupportedByStore``; nil for other kinds.
     public var storeName: String? {
         switch base {
         case .modelMismatch(let store, _, _, _), .incompatibleStore(let store, _), .corruptStore(let store, _),
-             .readOnlyStore(let store), .migrationFailed(let store, _, _): store
+             .readOnlyStore(let store), .migrationFailed(let store, _, _), .database(let store, _),
+             .unsupportedByStore(let store, _): store
         default: nil
         }
     }
@@ -527,6 +563,10 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
             "the context cannot be configured that way: \(reason)"
         case .wouldDeadlock(let cycle):
             "waiting would deadlock: \(cycle)"
+        case .database(let store, let failure):
+            "the database of \(store) failed: \(failure)"
+        case .unsupportedByStore(let store, let feature):
+            "\(store) cannot do this: \(feature); nothing was changed"
         case .queryGenerationUnavailable(let token):
             "the query generation \(token) is no longer available: no context is pinned to it and its store has committed since; pin .current instead"
         case .queryGenerationExpired(let token, let age, let maximumAge):

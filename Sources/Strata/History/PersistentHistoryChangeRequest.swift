@@ -73,7 +73,7 @@ extension PersistentStoreCoordinator {
         var transactions: [PersistentHistoryTransaction] = []
         var deleted = 0
         for store in persistentStores where store.options.tracksPersistentHistory {
-            let file = store.file
+            guard let file = store.file else { continue }   // server stores record no history (yet)
             do {
                 switch request.action {
                 case .fetchAfterToken(let token):
@@ -114,7 +114,7 @@ extension PersistentStoreCoordinator {
     public nonisolated func currentPersistentHistoryToken(fromStores stores: [PersistentStore]? = nil) throws(StrataError) -> PersistentHistoryToken? {
         var latest: PersistentHistoryToken?
         for store in stores ?? persistentStores where store.options.tracksPersistentHistory {
-            if let sequence = try HistoryLog.lastSequence(of: store.file) {
+            if let file = store.file, let sequence = try HistoryLog.lastSequence(of: file) {
                 latest = PersistentHistoryToken(storeIdentifier: store.identifier, sequence: sequence)
             }
         }
@@ -130,11 +130,11 @@ extension PersistentStoreCoordinator {
                 guard let author = record.author, authors.contains(author) else { return nil }
             }
             let changes = record.changes.compactMap { change -> PersistentHistoryChange? in
-                guard let entity = store.file.schema.entityNames[change.entity], let key = PrimaryKey(change.primaryKey) else { return nil }
+                guard let entity = store.schema.entityNames[change.entity], let key = PrimaryKey(change.primaryKey) else { return nil }
                 if let names = request.entityNames, !names.contains(entity) { return nil }
                 return PersistentHistoryChange(
                     changeType: change.kind == .insert ? .insert : change.kind == .update ? .update : .delete,
-                    changedObjectID: store.file.objectID(entity: entity, key: key),
+                    changedObjectID: store.objectID(entity: entity, key: key),
                     updatedProperties: change.kind == .update ? Set(change.updatedProperties) : nil,
                     tombstone: change.kind == .delete ? change.tombstone : nil)
             }

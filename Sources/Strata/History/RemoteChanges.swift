@@ -234,12 +234,13 @@ final class RemoteChangeMonitor: Sendable {
         var changes: [RemoteChange] = []
         var merged = BatchChanges()
         for store in stores {
-            let environment = store.file.environment
+            guard let file = store.file else { continue }   // server stores: no remote watch yet
+            let environment = file.environment
             let last = environment.info.lastTransactionID
             guard var watch = watches[store.identifier] else {
                 // First look: from now on.
                 _ = environment.ownCommits(after: last, through: last)
-                watches[store.identifier] = Watch(transaction: last, historySequence: try? HistoryLog.lastSequence(of: store.file))
+                watches[store.identifier] = Watch(transaction: last, historySequence: try? HistoryLog.lastSequence(of: file))
                 continue
             }
             guard !startingOnly, last > watch.transaction else { continue }
@@ -308,7 +309,7 @@ extension PersistentStoreCoordinator {
     nonisolated func remoteTransactions(
         of store: PersistentStore, after: UInt64?
     ) throws -> (transactions: [PersistentHistoryTransaction], sequence: UInt64?) {
-        let file = store.file
+        let file = try store.requireLMDB("other processes' history")
         let records = try file.withReadTransaction(in: nil) { txn in
             try HistoryLog.records(after: after, limit: nil, in: txn, history: file.historyDatabase)
         }

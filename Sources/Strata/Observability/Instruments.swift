@@ -195,8 +195,7 @@ final class StoreMetrics: Sendable {
             last = now
             return true
         }
-        guard due else { return }
-        let environment = store.file.environment
+        guard due, let environment = store.file?.environment else { return }
         let info = environment.info
         let readers = environment.readers().compactMap(\.transactionID)
         mapSize.set(info.mapSize)

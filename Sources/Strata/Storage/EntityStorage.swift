@@ -46,14 +46,17 @@ final class EntityStorage: Sendable {
     /// The entity's name.
     var name: String { entity.name }
 
-    /// Describes how `entity` is stored, opening its databases (none for an abstract entity).
-    init(_ entity: EntityDescription, in model: ManagedObjectModel, schema: StoreSchema, opener: DatabaseOpener) throws(StrataError) {
+    /// Describes how `entity` is stored, opening its databases (none for an abstract
+    /// entity). Without an `opener` (a store of a database server, ``SQLStore``), no LMDB
+    /// database is opened: rows, indexes, links and unique indexes are all nil or empty,
+    /// and only the numbers and slots are described.
+    init(_ entity: EntityDescription, in model: ManagedObjectModel, schema: StoreSchema, opener: DatabaseOpener?) throws(StrataError) {
         // `StoreSchema.problem(storing:)` has checked that every number exists.
         let numbers = schema.entities[entity.name] ?? StoreSchema.Entity(number: 0, fields: [:])
         let concrete = !entity.isAbstract
         self.entity = entity
         number = numbers.number
-        rows = concrete ? try opener.open(StoreLayout.rowsDatabase(entity: entity.name)) : nil
+        rows = concrete ? try opener?.open(StoreLayout.rowsDatabase(entity: entity.name)) : nil
         var fields: [UInt32: Field] = [:]
         var attributes: [StoredAttribute] = []
         var attributeSlots: [String: Int] = [:]
@@ -63,7 +66,7 @@ final class EntityStorage: Sendable {
             let indexed = concrete && field != nil && attribute.isIndexed
             attributes.append(StoredAttribute(
                 description: attribute, field: field,
-                index: indexed ? try opener.open(StoreLayout.indexDatabase(entity: entity.name, attribute: attribute.name)) : nil,
+                index: indexed ? try opener?.open(StoreLayout.indexDatabase(entity: entity.name, attribute: attribute.name)) : nil,
                 indexKind: attribute.type.indexKeyKind))
             attributeSlots[attribute.name] = slot
         }
@@ -74,13 +77,13 @@ final class EntityStorage: Sendable {
             if let field { fields[field] = .relationship(slot) }
             let inverse = model.entitiesByName[relationship.destinationEntityName]?.relationship(named: relationship.inverseName)
             let links = concrete && relationship.isToMany
-                ? try opener.open(StoreLayout.linksDatabase(entity: entity.name, relationship: relationship.name)) : nil
+                ? try opener?.open(StoreLayout.linksDatabase(entity: entity.name, relationship: relationship.name)) : nil
             relationships.append(StoredRelationship(
                 description: relationship, inverseIsToMany: inverse?.isToMany ?? false, field: field, links: links))
             relationshipSlots[relationship.name] = slot
         }
         var constraints: [StoredConstraint] = []
-        if concrete {
+        if concrete, let opener {
             for (constraint, owner) in zip(entity.uniquenessConstraints, entity.uniquenessConstraintOwners) {
                 let slots = constraint.compactMap { attributeSlots[$0] }
                 let fields = slots.compactMap { attributes[$0].field }

@@ -1,0 +1,260 @@
+import Foundation
+
+/// Saves: one transaction per save, optimistic locking with the row version.
+extension SQLStore {
+    /// What a written save did.
+    struct WriteOutcome {
+        /// Each row's primary key, in the order of the save's rows.
+        var keys: [UInt64] = []
+    }
+
+    /// Writes `save` in one transaction: new rows inserted at version 1 (with keys from
+    /// the entity's sequence, in blocks), changed rows updated only where the stored
+    /// version is still the one the context read (`UPDATE ... WHERE _pk = $k AND _version
+    /// = $v`), deleted rows removed only at the version read, checked rows compared, and
+    /// join tables rewritten from the relationships the rows carry. A row whose version
+    /// moved is a conflict: every conflict is collected, and the transaction rolled back.
+    ///
+    /// - Throws: ``StrataError/mergeConflicts(_:)`` with every conflict (nothing
+    ///   written); ``StrataError/constraintConflicts(_:)`` for rows that claim values of a
+    ///   uniqueness constraint another row holds; ``StrataError/unsupportedByStore(store:feature:)``
+    ///   for a save with a merge policy other than `.error` that meets a conflict;
+    ///   ``StrataError/database(store:failure:)`` when the server fails (the transaction
+    ///   is rolled back; a connection lost during the commit says so).
+    func write(_ save: StoreSave) throws(StrataError) -> WriteOutcome {
+        try withConnection { connection in
+            try connection.transaction { try write(save, on: connection) }
+        }
+    }
+
+    private func write(_ save: StoreSave, on connection: any SQLConnection) throws -> WriteOutcome {
+        var outcome = WriteOutcome()
+        var conflicts: [MergeConflict] = []
+        // Keys first: a row's relationships may name rows the same save inserts.
+        var keys: [Int64] = []
+        var permanent: [ManagedObjectID: ManagedObjectID] = [:]
+        keys.reserveCapacity(save.rows.count)
+        for row in save.rows.rows {
+            guard let storage = entityStorage(numbered: row.entity), let table = layout.tables[storage.name] else {
+                throw StrataError.unknownEntity("number \(row.entity)")
+            }
+            let key = row.key != 0 ? Int64(bitPattern: row.key) : try makeKey(for: table, on: connection)
+            keys.append(key)
+            if let id = row.objectID, id.isTemporaryID, let primaryKey = PrimaryKey(UInt64(bitPattern: key)) {
+                permanent[id] = objectID(entity: storage.name, key: primaryKey)
+            }
+        }
+        try checkUniqueness(of: save, keys: keys, permanent: permanent, on: connection)
+        try save.rows.bytes.withUnsafeBytes { bytes in
+            for (index, row) in save.rows.rows.enumerated() {
+                guard let storage = entityStorage(numbered: row.entity), let table = layout.tables[storage.name] else { continue }
+                let record = try decodeRecord(UnsafeRawBufferPointer(rebasing: bytes[row.record]), of: storage, key: keys[index])
+                var columns: [String] = []
+                var values: [SQLValue] = []
+                for column in table.columns {
+                    switch column.kind {
+                    case .attribute(_, let type):
+                        columns.append(SQLName.quoted(column.name))
+                        values.append(SQLColumn.sqlValue(record.fields[column.field], of: type))
+                    case .toOne(let slot, let destination, _):
+                        let target: ManagedObjectID?
+                        switch row.relationships?[slot] {
+                        case .toOne(let id)?: target = id.map { permanent[$0] ?? $0 }
+                        default: target = nil
+                        }
+                        let targetKey = target?.primaryKey.map { SQLValue.int64(Int64(bitPattern: $0.rawValue)) } ?? .null
+                        columns.append(SQLName.quoted(column.name))
+                        values.append(targetKey)
+                        if destination == nil {
+                            columns.append(SQLName.quoted(column.name + "._entity"))
+                            let number = target.flatMap { entities[$0.entityName]?.number }
+                            values.append(number.map { .int16(Int16(bitPattern: $0)) } ?? .null)
+                        }
+                    }
+                }
+                let key = keys[index]
+                if row.isInsert {
+                    let names = [SQLName.quoted(SQLLayout.keyColumn), SQLName.quoted(SQLLayout.versionColumn)] + columns
+                    _ = try connection.execute(
+                        "INSERT INTO \(table.name) (\(names.joined(separator: ", "))) VALUES (\(Self.placeholders(from: 1, count: names.count)))",
+                        [.int64(key), .int64(1)] + values)
+                } else {
+                    let base = Int64(bitPattern: row.baseVersion)
+                    var assignments = ["\(SQLName.quoted(SQLLayout.versionColumn)) = $1"]
+                    for (offset, name) in columns.enumerated() { assignments.append("\(name) = $\(offset + 2)") }
+                    let sql = "UPDATE \(table.name) SET \(assignments.joined(separator: ", ")) WHERE \(SQLName.quoted(SQLLayout.keyColumn)) = $\(columns.count + 2) "
+                        + "AND \(SQLName.quoted(SQLLayout.versionColumn)) = $\(columns.count + 3)"
+                    let result = try connection.execute(sql, [.int64(base + 1)] + values + [.int64(key), .int64(base)])
+                    if result.affectedRows == 0 {
+                        let id = objectID(entity: storage.name, key: PrimaryKey(UInt64(bitPattern: key))!)
+                        conflicts.append(try conflict(on: id, table: table, key: key, expected: row.baseVersion, on: connection))
+                        continue
+                    }
+                }
+                try writeLinks(of: row, table: table, key: key, permanent: permanent, on: connection)
+            }
+        }
+        for deletion in save.deleted {
+            let (table, key) = try row(of: deletion.objectID)
+            var sql = "DELETE FROM \(table.name) WHERE \(SQLName.quoted(SQLLayout.keyColumn)) = $1"
+            var binds: [SQLValue] = [.int64(key)]
+            if let expected = deletion.expectedVersion {
+                sql += " AND \(SQLName.quoted(SQLLayout.versionColumn)) = $2"
+                binds.append(.int64(Int64(bitPattern: expected)))
+            }
+            let result = try connection.execute(sql, binds)
+            if result.affectedRows == 0 {
+                conflicts.append(try conflict(on: deletion.objectID, table: table, key: key, expected: deletion.expectedVersion ?? 0, on: connection))
+                continue
+            }
+            try unlinkDeleted(table: table, key: key, on: connection)
+        }
+        for check in save.checked {
+            guard let (table, key) = try? row(of: check.objectID), let expected = check.expectedVersion else { continue }
+            let stored = try connection.execute(
+                "SELECT \(SQLName.quoted(SQLLayout.versionColumn)) FROM \(table.name) WHERE \(SQLName.quoted(SQLLayout.keyColumn)) = $1 FOR SHARE",
+                [.int64(key)]).rows.first?.first?.integer
+            if stored.map({ UInt64(bitPattern: $0) }) != expected {
+                conflicts.append(try conflict(on: check.objectID, table: table, key: key, expected: expected, on: connection))
+            }
+        }
+        if !conflicts.isEmpty {
+            if let merging = save.merging {
+                throw StrataError.unsupportedByStore(
+                    store: location,
+                    feature: "settling save conflicts with merge policy \(merging.policy) (this store settles none yet: use .error and retry); \(conflicts.count) conflict(s)")
+            }
+            throw StrataError.mergeConflicts(conflicts)
+        }
+        outcome.keys = keys.map { UInt64(bitPattern: $0) }
+        return outcome
+    }
+
+    /// Decodes a row's record as the saving context encoded it.
+    private func decodeRecord(_ bytes: UnsafeRawBufferPointer, of storage: EntityStorage, key: Int64) throws(StrataError) -> Record {
+        do throws(RecordDecodingError) {
+            return try RecordCodec.decode(bytes)
+        } catch {
+            throw .corruptRecord(entity: storage.name, primaryKey: UInt64(bitPattern: key), reason: error.reason)
+        }
+    }
+
+    /// The conflict on a row whose version is not `expected`: its stored state, or none
+    /// when it was deleted.
+    private func conflict(on id: ManagedObjectID, table: SQLTable, key: Int64, expected: UInt64, on connection: any SQLConnection) throws -> MergeConflict {
+        let stored = try connection.execute(
+            "SELECT \(table.selectList) FROM \(table.name) WHERE \(SQLName.quoted(SQLLayout.keyColumn)) = $1", [.int64(key)]
+        ).rows.first.map { row throws(StrataError) in try snapshot(of: row, table: table) }
+        return MergeConflict(
+            objectID: id, persistedSnapshot: stored.map { PropertySnapshot($0, entity: table.storage.entity) },
+            oldVersion: expected, newVersion: stored?.version)
+    }
+
+    /// Rewrites the join tables of a row's many-to-many and ordered to-many
+    /// relationships from the contents it carries (a relationship it did not load is
+    /// left alone).
+    private func writeLinks(
+        of row: EncodedRow, table: SQLTable, key: Int64, permanent: [ManagedObjectID: ManagedObjectID], on connection: any SQLConnection
+    ) throws {
+        guard let relationships = row.relationships else { return }
+        for link in table.links {
+            guard link.slot < relationships.count, case .toMany(let members) = relationships[link.slot] else { continue }
+            _ = try connection.execute("DELETE FROM \(link.name) WHERE owner = $1", [.int64(key)])
+            var seen = Set<ManagedObjectID>()
+            var values: [String] = []
+            var binds: [SQLValue] = [.int64(key)]
+            for member in members {
+                let id = permanent[member] ?? member
+                guard seen.insert(id).inserted, let primaryKey = id.primaryKey, let storage = entities[id.entityName] else { continue }
+                binds += [.int64(Int64(bitPattern: primaryKey.rawValue)), .int16(Int16(bitPattern: storage.number)), .int32(Int32(values.count))]
+                values.append("($1, $\(binds.count - 2), $\(binds.count - 1), $\(binds.count))")
+                if binds.count > Self.maximumBinds {
+                    try insertLinks(values, binds, into: link, on: connection)
+                    values = []
+                    binds = [.int64(key)]
+                }
+            }
+            if !values.isEmpty { try insertLinks(values, binds, into: link, on: connection) }
+        }
+    }
+
+    private func insertLinks(_ values: [String], _ binds: [SQLValue], into link: SQLLink, on connection: any SQLConnection) throws {
+        _ = try connection.execute(
+            "INSERT INTO \(link.name) (owner, destination, destination_entity, position) VALUES \(values.joined(separator: ", "))", binds)
+    }
+
+    /// Removes a deleted row from the join tables of other entities that list it (its own
+    /// rows go with it: `ON DELETE CASCADE`).
+    private func unlinkDeleted(table: SQLTable, key: Int64, on connection: any SQLConnection) throws {
+        for stored in table.storage.relationships {
+            let relationship = stored.description
+            for destination in layout.tables(for: relationship.destinationEntityName, includesSubentities: true, in: model) {
+                guard let inverseSlot = destination.storage.relationshipSlot(named: relationship.inverseName),
+                      let link = destination.linksBySlot[inverseSlot]
+                else { continue }
+                _ = try connection.execute(
+                    "DELETE FROM \(link.name) WHERE destination = $1 AND destination_entity = $2",
+                    [.int64(key), .int16(Int16(bitPattern: table.storage.number))])
+            }
+        }
+    }
+
+    /// Checks the uniqueness constraints of the save's new and changed rows against each
+    /// other and against stored rows (the unique indexes stop a row that races past this
+    /// check, as a ``DatabaseFailure``).
+    private func checkUniqueness(
+        of save: StoreSave, keys: [Int64], permanent: [ManagedObjectID: ManagedObjectID], on connection: any SQLConnection
+    ) throws {
+        var conflicts: [ConstraintConflict] = []
+        var claimed: [String: [Int]] = [:]   // "entity|constraint|values" → row indexes
+        var claims: [(table: SQLTable, constraint: [String], values: [AttributeValue], rows: [Int])] = []
+        try save.rows.bytes.withUnsafeBytes { bytes in
+            for (index, row) in save.rows.rows.enumerated() {
+                guard let storage = entityStorage(numbered: row.entity), let table = layout.tables[storage.name],
+                      !storage.entity.uniquenessConstraints.isEmpty
+                else { continue }
+                let record = try decodeRecord(UnsafeRawBufferPointer(rebasing: bytes[row.record]), of: storage, key: keys[index])
+                for constraint in storage.entity.uniquenessConstraints {
+                    var values: [AttributeValue] = []
+                    for name in constraint {
+                        guard let slot = storage.attributeSlot(named: name), let column = table.attributeColumns[slot],
+                              let value = record.fields[column.field]
+                        else { break }
+                        values.append(value)
+                    }
+                    guard values.count == constraint.count else { continue }   // a nil value claims nothing
+                    let tag = "\(storage.name)|\(constraint)|\(values)"
+                    if claimed[tag] == nil { claims.append((table, constraint, values, [])) }
+                    claimed[tag, default: []].append(index)
+                }
+            }
+        }
+        for claim in claims {
+            let tag = "\(claim.table.storage.name)|\(claim.constraint)|\(claim.values)"
+            let rows = claimed[tag] ?? []
+            let ids = rows.compactMap { index -> ManagedObjectID? in
+                if let id = save.rows.rows[index].objectID { return id }
+                return PrimaryKey(UInt64(bitPattern: keys[index])).map { objectID(entity: claim.table.storage.name, key: $0) }
+            }
+            var binds: [SQLValue] = []
+            var conditions: [String] = []
+            for (name, value) in zip(claim.constraint, claim.values) {
+                guard let slot = claim.table.storage.attributeSlot(named: name) else { continue }
+                binds.append(SQLColumn.sqlValue(value, of: claim.table.storage.attributes[slot].type))
+                conditions.append("\(SQLName.quoted(name)) = $\(binds.count)")
+            }
+            let mine = rows.map { Int64(keys[$0]) }
+            binds += mine.map { .int64($0) }
+            conditions.append("\(SQLName.quoted(SQLLayout.keyColumn)) NOT IN (\(Self.placeholders(from: binds.count - mine.count + 1, count: mine.count)))")
+            let holder = try connection.execute(
+                "SELECT \(SQLName.quoted(SQLLayout.keyColumn)) FROM \(claim.table.name) WHERE \(conditions.joined(separator: " AND ")) LIMIT 1", binds
+            ).rows.first?.first?.integer.flatMap { PrimaryKey(UInt64(bitPattern: $0)) }
+            guard holder != nil || rows.count > 1 else { continue }
+            conflicts.append(ConstraintConflict(
+                entityName: claim.table.storage.name, constraint: claim.constraint,
+                values: Dictionary(uniqueKeysWithValues: zip(claim.constraint, claim.values)), objectIDs: ids,
+                existingObjectID: holder.map { objectID(entity: claim.table.storage.name, key: $0) }))
+        }
+        if !conflicts.isEmpty { throw StrataError.constraintConflicts(conflicts) }
+    }
+}

@@ -1,0 +1,315 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import PostgresNIO
+import Strata
+import StrataLocks
+
+/// Strata's SQL store driver over postgres-nio: a pool of `PostgresConnection`s on an
+/// event loop of the driver's own, driven synchronously.
+///
+/// Why not postgres-nio's `PostgresClient`: its API is `async` only, and Strata's store
+/// calls are synchronous (a fault fires inside a property read; `performAndWait` is
+/// synchronous). Waiting for a task from a thread of Swift's cooperative pool can starve
+/// the pool (two threads on this machine: DESIGN.md, "Never block the cooperative thread
+/// pool"), while waiting for an `EventLoopFuture` of an event loop that runs nothing but
+/// these connections never needs a pool thread. The pool lives as long as its store:
+/// the coordinator's `close(timeout:)` closes it (so a `StrataService` in a ServiceGroup
+/// closes it at shutdown).
+///
+/// `@unchecked Sendable` because its mutable state (`idle`, `open`, `closed`, `nextID`)
+/// is only read and written while `pool` is locked.
+final class PostgresDriver: SQLDriver, @unchecked Sendable {
+    let location: String
+    let schema: String
+    private let configuration: PostgresConnection.Configuration
+    private let maximumConnections: Int
+    private let connectTimeout: Duration
+    private let logger: Logger
+    /// One event loop, running only this driver's connections: a caller waiting for one of
+    /// its futures is never the thread that must complete it.
+    private let group: MultiThreadedEventLoopGroup
+    private let pool = ConditionLock()
+    /// Guarded by `pool`.
+    private var idle: [PostgresConnection] = []
+    /// Connections open or being opened; guarded by `pool`.
+    private var open = 0
+    /// Guarded by `pool`.
+    private var closed = false
+    /// Guarded by `pool`.
+    private var nextID = 1
+
+    /// A driver for `configuration`; its first connection opens at once, so that a server
+    /// that cannot be reached fails the store's opening.
+    ///
+    /// - Throws: ``DatabaseFailure`` of ``DatabaseFailure/Kind/connectionFailed``.
+    init(configuration store: PostgresStoreConfiguration, logger: Logger) throws {
+        location = store.location
+        schema = store.schema
+        let tls: PostgresConnection.Configuration.TLS
+        switch store.tls {
+        case .disable:
+            tls = .disable
+        case .require:
+            do {
+                tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+            } catch {
+                throw DatabaseFailure(kind: .connectionFailed, message: "TLS could not be set up: \(error)")
+            }
+        }
+        var configuration = PostgresConnection.Configuration(
+            host: store.host, port: store.port, username: store.username, password: store.password, database: store.database, tls: tls)
+        configuration.options.connectTimeout = .nanoseconds(Int64(Self.nanoseconds(store.connectTimeout)))
+        if let timeout = store.statementTimeout {
+            configuration.options.additionalStartupParameters.append(("statement_timeout", "\(max(1, Self.nanoseconds(timeout) / 1_000_000))"))
+        }
+        configuration.options.additionalStartupParameters.append(("application_name", "strata"))
+        self.configuration = configuration
+        maximumConnections = max(1, store.maximumConnections)
+        connectTimeout = store.connectTimeout
+        self.logger = logger
+        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        do {
+            let first = try connect()
+            pool.withLock {
+                open += 1
+                idle.append(first)
+            }
+        } catch {
+            try? group.syncShutdownGracefully()
+            throw error
+        }
+    }
+
+    static func nanoseconds(_ duration: Duration) -> UInt64 {
+        let (seconds, attoseconds) = duration.components
+        return UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)
+    }
+
+    /// Opens a connection, waiting for it.
+    private func connect() throws -> PostgresConnection {
+        let id = pool.withLock { () -> Int in
+            defer { nextID += 1 }
+            return nextID
+        }
+        do {
+            return try PostgresConnection.connect(on: group.next(), configuration: configuration, id: id, logger: logger).wait()
+        } catch {
+            throw Self.failure(error, connecting: true)
+        }
+    }
+
+    func withConnection<R>(_ body: (any SQLConnection) throws -> R) throws -> R {
+        let connection = try acquire()
+        let wrapper = PostgresSQLConnection(connection: connection, logger: logger)
+        do {
+            let result = try body(wrapper)
+            release(connection, healthy: !wrapper.broken)
+            return result
+        } catch {
+            release(connection, healthy: !wrapper.broken)
+            throw error
+        }
+    }
+
+    /// A connection of the pool: an idle one, a new one when the pool has room, or the
+    /// next one given back (waiting at most the connect timeout).
+    private func acquire() throws -> PostgresConnection {
+        let deadline = ConditionLock.now() + Self.nanoseconds(connectTimeout)
+        pool.lock()
+        while true {
+            if closed {
+                pool.unlock()
+                throw DatabaseFailure(kind: .connectionFailed, message: "the store's connection pool is closed")
+            }
+            if let connection = idle.popLast() {
+                if connection.isClosed {
+                    open -= 1
+                    continue
+                }
+                pool.unlock()
+                return connection
+            }
+            if open < maximumConnections {
+                open += 1
+                pool.unlock()
+                do {
+                    return try connect()
+                } catch {
+                    pool.withLock {
+                        open -= 1
+                        pool.broadcast()
+                    }
+                    throw error
+                }
+            }
+            guard pool.wait(untilNanoseconds: deadline) else {
+                pool.unlock()
+                throw DatabaseFailure(
+                    kind: .connectionFailed, message: "no connection of the pool (\(maximumConnections)) came free within \(connectTimeout)")
+            }
+        }
+    }
+
+    /// Gives `connection` back: to the idle ones when it is still usable, else closed
+    /// (waiting for the close: a connection must be closed before it goes).
+    private func release(_ connection: PostgresConnection, healthy: Bool) {
+        let keep = pool.withLock { () -> Bool in
+            defer { pool.broadcast() }
+            guard healthy, !closed, !connection.isClosed else {
+                open -= 1
+                return false
+            }
+            idle.append(connection)
+            return true
+        }
+        if !keep { try? connection.close().wait() }
+    }
+
+    /// Closes the pool: new callers fail at once, connections in use are waited for (at
+    /// most 30 seconds) and closed as they come back, then the event loop stops.
+    func close() {
+        pool.lock()
+        guard !closed else {
+            pool.unlock()
+            return
+        }
+        closed = true
+        pool.broadcast()
+        let deadline = ConditionLock.now() + 30_000_000_000
+        while open > idle.count, pool.wait(untilNanoseconds: deadline) {}
+        let connections = idle
+        idle = []
+        open -= connections.count
+        let inUse = open
+        pool.unlock()
+        for connection in connections { try? connection.close().wait() }
+        if inUse == 0 {
+            try? group.syncShutdownGracefully()
+        } else {
+            // A caller kept a connection past the deadline: its loop stays up until it is done.
+            logger.debug("PostgreSQL connections still in use at close", metadata: ["strata.connections": "\(inUse)"])
+        }
+    }
+
+    deinit {
+        // Not closed by its coordinator (a coordinator let go without close()): nothing is in
+        // use (a caller holds the driver), so the idle connections close, and the loop stops,
+        // on a thread of their own — never on the thread letting go, which could be anywhere.
+        guard !closed else { return }
+        let connections = idle
+        let group = group
+        Thread.detachNewThread {
+            for connection in connections { try? connection.close().wait() }
+            try? group.syncShutdownGracefully()
+        }
+    }
+
+    /// A ``DatabaseFailure`` for an error of postgres-nio.
+    static func failure(_ error: any Error, connecting: Bool) -> DatabaseFailure {
+        if let failure = error as? DatabaseFailure { return failure }
+        guard let error = error as? PSQLError else {
+            return DatabaseFailure(kind: connecting ? .connectionFailed : .connectionLost, message: "\(error)")
+        }
+        if let info = error.serverInfo {
+            let state = info[.sqlState]
+            let message = [info[.message], info[.detail]].compactMap { $0 }.joined(separator: ": ")
+            let kind: DatabaseFailure.Kind
+            switch state {
+            case "57014"?: kind = .timedOut   // query_canceled: statement_timeout
+            case "42P01"?, "42703"?, "42804"?, "3F000"?, "42883"?: kind = .schemaChanged
+            case let code? where code.hasPrefix("08") || code == "57P01" || code == "57P02" || code == "57P03":
+                kind = connecting ? .connectionFailed : .connectionLost
+            case let code? where code.hasPrefix("28") || code == "3D000":
+                kind = .connectionFailed
+            default: kind = connecting ? .connectionFailed : .serverError
+            }
+            return DatabaseFailure(kind: kind, sqlState: state, message: message.isEmpty ? "\(error.code)" : message)
+        }
+        let kind: DatabaseFailure.Kind = connecting ? .connectionFailed : .connectionLost
+        let underlying = error.underlying.map { ": \($0)" } ?? ""
+        return DatabaseFailure(kind: kind, message: "\(error.code)\(underlying)")
+    }
+}
+
+/// One connection lent to the store: statements run synchronously.
+final class PostgresSQLConnection: SQLConnection {
+    let connection: PostgresConnection
+    let logger: Logger
+    /// Whether the connection failed in a way that leaves it unusable (lost, or in an
+    /// unknown protocol state): it is closed instead of going back to the pool.
+    private(set) var broken = false
+
+    init(connection: PostgresConnection, logger: Logger) {
+        self.connection = connection
+        self.logger = logger
+    }
+
+    func execute(_ sql: String, _ binds: [SQLValue]) throws -> SQLResult {
+        var bindings = PostgresBindings(capacity: binds.count)
+        for value in binds {
+            switch value {
+            case .null: bindings.appendNull()
+            case .bool(let b): bindings.append(b)
+            case .int16(let n): bindings.append(n)
+            case .int32(let n): bindings.append(n)
+            case .int64(let n): bindings.append(n)
+            case .float(let f): bindings.append(f)
+            case .double(let d): bindings.append(d)
+            case .text(let s): bindings.append(s)
+            case .bytes(let bytes): bindings.append(ByteBuffer(bytes: bytes))
+            case .timestamp(let date): bindings.append(date)
+            case .uuid(let uuid): bindings.append(uuid)
+            case .numeric(let text):
+                guard let decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) else {
+                    throw DatabaseFailure(kind: .serverError, message: "'\(text)' is not a decimal number")
+                }
+                try bindings.append(decimal)
+            }
+        }
+        let result: PostgresQueryResult
+        do {
+            result = try connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger).wait()
+        } catch {
+            let failure = PostgresDriver.failure(error, connecting: false)
+            if failure.kind == .connectionLost || connection.isClosed { broken = true }
+            throw failure
+        }
+        var rows: [[SQLValue]] = []
+        rows.reserveCapacity(result.rows.count)
+        for row in result.rows {
+            var values: [SQLValue] = []
+            for cell in row {
+                values.append(try Self.value(of: cell))
+            }
+            rows.append(values)
+        }
+        return SQLResult(rows: rows, affectedRows: result.metadata.rows ?? rows.count)
+    }
+
+    /// The value of a cell, by its column's type.
+    static func value(of cell: PostgresCell) throws -> SQLValue {
+        guard cell.bytes != nil else { return .null }
+        do {
+            switch cell.dataType {
+            case .bool: return .bool(try cell.decode(Bool.self))
+            case .int2: return .int16(try cell.decode(Int16.self))
+            case .int4: return .int32(try cell.decode(Int32.self))
+            case .int8, .oid: return .int64(try cell.decode(Int64.self))
+            case .float4: return .float(try cell.decode(Float.self))
+            case .float8: return .double(try cell.decode(Double.self))
+            case .bytea:
+                var buffer = try cell.decode(ByteBuffer.self)
+                return .bytes(buffer.readBytes(length: buffer.readableBytes) ?? [])
+            case .timestamptz, .timestamp: return .timestamp(try cell.decode(Date.self))
+            case .uuid: return .uuid(try cell.decode(UUID.self))
+            case .numeric: return .numeric("\(try cell.decode(Decimal.self))")
+            default: return .text(try cell.decode(String.self))
+            }
+        } catch {
+            throw DatabaseFailure(
+                kind: .schemaChanged, message: "column \(cell.columnName) (type \(cell.dataType)) could not be read: \(error)")
+        }
+    }
+}

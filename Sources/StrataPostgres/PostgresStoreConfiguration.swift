@@ -1,0 +1,111 @@
+import Foundation
+import Logging
+import Strata
+
+/// Where a PostgreSQL store lives and how Strata connects to it: the argument of
+/// ``Strata/PersistentStore/StoreType/postgres(_:)``.
+///
+/// ```swift
+/// import Strata
+/// import StrataPostgres
+///
+/// var configuration = PostgresStoreConfiguration(host: "db.internal", username: "notes", password: secret, database: "notes")
+/// configuration.schema = "notes"
+/// try await coordinator.addPersistentStore(type: .postgres(configuration))
+/// ```
+///
+/// Every process that adds a store with the same server, database and schema shares one
+/// store: the same object IDs, the same rows. The store's tables live in ``schema``
+/// (created when missing); see <doc:RunningOnPostgreSQL> for what maps to what.
+public struct PostgresStoreConfiguration: Sendable, Hashable {
+    /// Whether connections use TLS.
+    public enum TLSMode: Sendable, Hashable {
+        /// Plain TCP (a server on loopback or a private network).
+        case disable
+        /// TLS, with the system's trust roots and the host name checked.
+        case require
+    }
+
+    /// The server's host name or address.
+    public var host: String
+    /// The server's port; 5432 by default.
+    public var port: Int
+    /// The role to log in as.
+    public var username: String
+    /// The role's password, when the server asks for one.
+    public var password: String?
+    /// The database; the role's name when nil (PostgreSQL's default).
+    public var database: String?
+    /// The schema (namespace) holding the store's tables; `public` by default. Several
+    /// stores can share a database, each in a schema of its own.
+    public var schema: String
+    /// Whether connections use TLS; ``TLSMode/disable`` by default.
+    public var tls: TLSMode
+    /// The most connections the store keeps open (each serves one fetch, fault or save
+    /// at a time; callers beyond it wait for a free one); 8 by default.
+    public var maximumConnections: Int
+    /// How long opening a connection may take, and how long a caller waits for a free
+    /// connection, before it fails with ``Strata/DatabaseFailure/Kind/connectionFailed``;
+    /// 10 seconds by default.
+    public var connectTimeout: Duration
+    /// How long one statement may run before the server cancels it
+    /// (``Strata/DatabaseFailure/Kind/timedOut``; PostgreSQL's `statement_timeout`); nil
+    /// for the server's setting. 30 seconds by default.
+    public var statementTimeout: Duration?
+
+    /// A configuration of the store in `schema` of `database` on `host`.
+    public init(
+        host: String, port: Int = 5432, username: String, password: String? = nil, database: String? = nil,
+        schema: String = "public", tls: TLSMode = .disable
+    ) {
+        self.host = host
+        self.port = port
+        self.username = username
+        self.password = password
+        self.database = database
+        self.schema = schema
+        self.tls = tls
+        maximumConnections = 8
+        connectTimeout = .seconds(10)
+        statementTimeout = .seconds(30)
+    }
+
+    /// `postgres://user@host:port/database?schema=name`: the location, without the password.
+    public var location: String {
+        "postgres://\(username)@\(host):\(port)/\(database ?? username)?schema=\(schema)"
+    }
+}
+
+extension PersistentStore.StoreType {
+    /// A store in a PostgreSQL database (StrataPostgres): the same contexts, objects,
+    /// fetches and saves as an LMDB store, shared by every process that adds it.
+    ///
+    /// ```swift
+    /// try await coordinator.addPersistentStore(type: .postgres(configuration))
+    /// ```
+    public static func postgres(_ configuration: PostgresStoreConfiguration) -> PersistentStore.StoreType {
+        .server(named: "postgres", opener: PostgresStoreOpener(configuration: configuration))
+    }
+}
+
+/// Opens ``PostgresDriver``s for a configuration.
+struct PostgresStoreOpener: SQLStoreOpener {
+    let configuration: PostgresStoreConfiguration
+
+    var location: String { configuration.location }
+
+    var identity: String {
+        "\(configuration.location)|\(configuration.password ?? "")|\(configuration.tls)|\(configuration.maximumConnections)"
+            + "|\(configuration.connectTimeout)|\(configuration.statementTimeout.map { "\($0)" } ?? "-")"
+    }
+
+    func makeDriver(logger: Logger) throws(StrataError) -> any SQLDriver {
+        do {
+            return try PostgresDriver(configuration: configuration, logger: logger)
+        } catch let failure as DatabaseFailure {
+            throw .database(store: configuration.location, failure: failure)
+        } catch {
+            throw .database(store: configuration.location, failure: DatabaseFailure(kind: .connectionFailed, message: "\(error)"))
+        }
+    }
+}
