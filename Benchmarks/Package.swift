@@ -19,6 +19,8 @@ let package = Package(
         .package(url: "https://github.com/ordo-one/benchmark", exact: "1.38.1", traits: ["MallocInterposer"]),
         // The peer baseline of strata-bench: SQLite through GRDB (needs libsqlite3-dev).
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
+        // pg-bench's baseline: plain postgres-nio statements (the root package resolves the same version).
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // LMDB's C API for the raw baselines. StrataLMDB's own CLMDB module is internal to
@@ -76,6 +78,15 @@ let package = Package(
         .executableTarget(
             name: "strata-bench",
             dependencies: ["StrataBenchSupport"]
+        ),
+        // `swift run -c release pg-bench` (make pg-bench): the PostgreSQL store against plain postgres-nio.
+        .executableTarget(
+            name: "pg-bench",
+            dependencies: [
+                .product(name: "Strata", package: "Strata"),
+                .product(name: "StrataPostgres", package: "Strata"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
         ),
         // `swift run -c release lmdb-ratios`
         .executableTarget(

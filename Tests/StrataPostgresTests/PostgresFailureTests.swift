@@ -129,7 +129,8 @@ struct PostgresFailureTests {
             }
             // Wait for the save to block on the lock, then end its connection.
             var killed = 0
-            for _ in 0..<200 where killed == 0 {
+            let deadline = Date().addingTimeInterval(60)
+            while killed == 0, Date() < deadline {
                 killed = try holder.execute(
                     "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))",
                     []

@@ -45,6 +45,8 @@ extension SQLStore {
             }
         }
         try checkUniqueness(of: save, keys: keys, permanent: permanent, on: connection)
+        var inserts: [String: (columns: [String], rows: [[SQLValue]])] = [:]
+        var insertOrder: [SQLTable] = []
         try save.rows.bytes.withUnsafeBytes { bytes in
             for (index, row) in save.rows.rows.enumerated() {
                 guard let storage = entityStorage(numbered: row.entity), let table = layout.tables[storage.name] else { continue }
@@ -74,10 +76,9 @@ extension SQLStore {
                 }
                 let key = keys[index]
                 if row.isInsert {
-                    let names = [SQLName.quoted(SQLLayout.keyColumn), SQLName.quoted(SQLLayout.versionColumn)] + columns
-                    _ = try connection.execute(
-                        "INSERT INTO \(table.name) (\(names.joined(separator: ", "))) VALUES (\(Self.placeholders(from: 1, count: names.count)))",
-                        [.int64(key), .int64(1)] + values)
+                    // New rows go in one multi-row INSERT per table (below).
+                    if inserts[table.tableName] == nil { insertOrder.append(table) }
+                    inserts[table.tableName, default: (columns, [])].rows.append([.int64(key), .int64(1)] + values)
                 } else {
                     let base = Int64(bitPattern: row.baseVersion)
                     var assignments = ["\(SQLName.quoted(SQLLayout.versionColumn)) = $1"]
@@ -91,8 +92,12 @@ extension SQLStore {
                         continue
                     }
                 }
-                try writeLinks(of: row, table: table, key: key, permanent: permanent, on: connection)
+                try writeLinks(of: row, table: table, key: key, isNew: row.isInsert, permanent: permanent, on: connection)
             }
+        }
+        for table in insertOrder {
+            guard let (columns, rows) = inserts[table.tableName] else { continue }
+            try insert(rows, columns: columns, into: table, on: connection)
         }
         for deletion in save.deleted {
             let (table, key) = try row(of: deletion.objectID)
@@ -150,16 +155,34 @@ extension SQLStore {
             oldVersion: expected, newVersion: stored?.version)
     }
 
+    /// Inserts `rows` (`_pk`, `_version`, then `columns`) into `table`, as few statements as
+    /// the bind limit allows.
+    private func insert(_ rows: [[SQLValue]], columns: [String], into table: SQLTable, on connection: any SQLConnection) throws {
+        let names = [SQLName.quoted(SQLLayout.keyColumn), SQLName.quoted(SQLLayout.versionColumn)] + columns
+        let perStatement = max(1, Self.maximumBinds / names.count)
+        for chunk in rows.chunks(of: perStatement) {
+            var tuples: [String] = []
+            tuples.reserveCapacity(chunk.count)
+            var binds: [SQLValue] = []
+            binds.reserveCapacity(chunk.count * names.count)
+            for row in chunk {
+                tuples.append("(" + Self.placeholders(from: binds.count + 1, count: row.count) + ")")
+                binds += row
+            }
+            _ = try connection.execute("INSERT INTO \(table.name) (\(names.joined(separator: ", "))) VALUES \(tuples.joined(separator: ", "))", binds)
+        }
+    }
+
     /// Rewrites the join tables of a row's many-to-many and ordered to-many
     /// relationships from the contents it carries (a relationship it did not load is
-    /// left alone).
+    /// left alone; a new row has no links to remove).
     private func writeLinks(
-        of row: EncodedRow, table: SQLTable, key: Int64, permanent: [ManagedObjectID: ManagedObjectID], on connection: any SQLConnection
+        of row: EncodedRow, table: SQLTable, key: Int64, isNew: Bool, permanent: [ManagedObjectID: ManagedObjectID], on connection: any SQLConnection
     ) throws {
         guard let relationships = row.relationships else { return }
         for link in table.links {
             guard link.slot < relationships.count, case .toMany(let members) = relationships[link.slot] else { continue }
-            _ = try connection.execute("DELETE FROM \(link.name) WHERE owner = $1", [.int64(key)])
+            if !isNew { _ = try connection.execute("DELETE FROM \(link.name) WHERE owner = $1", [.int64(key)]) }
             var seen = Set<ManagedObjectID>()
             var values: [String] = []
             var binds: [SQLValue] = [.int64(key)]
