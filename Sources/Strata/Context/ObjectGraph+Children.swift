@@ -321,7 +321,8 @@ extension ObjectGraph {
             ? [candidates] : Array(Dictionary(grouping: candidates, by: { $0.object.storeNumber }).values)
         for group in groups {
             let number = group[0].object.storeNumber
-            guard let store = stores.first(where: { StoreNumbers.number(for: $0.identifier) == number }) else { continue }
+            // A server store's changes are taken the ordinary way: the object is read.
+            guard let store = stores.first(where: { StoreNumbers.number(for: $0.identifier) == number }), store.file != nil else { continue }
             var position = 0
             // Rows come in the order asked for, those missing skipped.
             try coordinator.forEachRecord(of: group.map(\.object), in: store) { object, _, _, record in
