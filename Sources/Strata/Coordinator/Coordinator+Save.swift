@@ -98,6 +98,16 @@ extension PersistentStoreCoordinator {
             throw StrataError.noStore(entity: entity ?? save.deleted.first?.objectID.entityName ?? "?")
         }
         let request = PendingSave(saves, pinning: pinning, in: writeGroups)
+        if saves.allSatisfy({ $0.store.file == nil }) {
+            // A server store's saves run at once, each in a transaction on a connection of
+            // its own: the server orders them (row versions), not the write queue. Their
+            // bookkeeping after the commit only evicts cached rows, which no order can undo.
+            write([request])
+            guard let result = request.result else {
+                preconditionFailure("a save of a server store was left unwritten")  // write(_:) gives each save a result
+            }
+            return try result.get()
+        }
         switch writeGroups.admit(request) {
         case .alone:
             writeQueue.sync { write([request]) }
@@ -156,7 +166,8 @@ extension PersistentStoreCoordinator {
 
     /// Writes `batch` and gives each save its result: saves over one store together,
     /// one commit per store; saves over several stores alone. Then reads the state
-    /// after the commits once, for every outcome.
+    /// after the commits once, for every outcome. On the write queue, except for a save
+    /// of server stores alone, which runs on its caller's thread.
     private nonisolated func write(_ batch: [PendingSave]) {
         var byStore: [ObjectIdentifier: [PendingSave]] = [:]
         var storeOrder: [PersistentStore] = []

@@ -34,11 +34,27 @@ extension SQLStore {
         var keys: [Int64] = []
         var permanent: [ManagedObjectID: ManagedObjectID] = [:]
         keys.reserveCapacity(save.rows.count)
+        // The new rows' keys, reserved per table in one statement at most.
+        var needed: [String: (table: SQLTable, count: Int)] = [:]
+        for row in save.rows.rows where row.key == 0 {
+            guard let storage = entityStorage(numbered: row.entity), let table = layout.tables[storage.name] else {
+                throw StrataError.unknownEntity("number \(row.entity)")
+            }
+            needed[table.tableName, default: (table, 0)].count += 1
+        }
+        var reserved: [String: ArraySlice<Int64>] = [:]
+        for (name, need) in needed { reserved[name] = try makeKeys(need.count, for: need.table, on: connection)[...] }
         for row in save.rows.rows {
             guard let storage = entityStorage(numbered: row.entity), let table = layout.tables[storage.name] else {
                 throw StrataError.unknownEntity("number \(row.entity)")
             }
-            let key = row.key != 0 ? Int64(bitPattern: row.key) : try makeKey(for: table, on: connection)
+            let key: Int64
+            if row.key != 0 {
+                key = Int64(bitPattern: row.key)
+            } else {
+                guard let next = reserved[table.tableName]?.popFirst() else { throw StrataError.unknownEntity(storage.name) }
+                key = next
+            }
             keys.append(key)
             if let id = row.objectID, id.isTemporaryID, let primaryKey = PrimaryKey(UInt64(bitPattern: key)) {
                 permanent[id] = objectID(entity: storage.name, key: primaryKey)

@@ -177,29 +177,47 @@ final class SQLStore: Sendable {
 
     // MARK: Primary keys
 
-    /// A new primary key for a row of `table`: from the block this process reserved, or
-    /// from a new block (`nextval` of the entity's sequence, run on `connection` or on a
-    /// connection of its own: a sequence is not transactional, so a rolled-back save
-    /// only leaves a gap).
+    /// A new primary key for a row of `table` (``makeKeys(_:for:on:)`` of one).
     func makeKey(for table: SQLTable, on connection: any SQLConnection) throws -> Int64 {
+        try makeKeys(1, for: table, on: connection)[0]
+    }
+
+    /// `count` new primary keys for rows of `table`: from the block this process reserved,
+    /// then from as many new blocks as needed, reserved in one statement (each `nextval`
+    /// of the entity's sequence, which counts in steps of ``SQLLayout/keyBlockSize``, is a
+    /// block of its own). A sequence is not transactional: a rolled-back save leaves a
+    /// gap, never a key used twice, in this process or any other.
+    func makeKeys(_ count: Int, for table: SQLTable, on connection: any SQLConnection) throws -> [Int64] {
         let number = table.storage.number
-        if let key = keyBlocks.withLock({ blocks -> Int64? in
-            guard var block = blocks[number], block.next < block.end else { return nil }
-            defer { block.next += 1; blocks[number] = block }
-            return block.next
-        }) {
-            return key
+        var keys = keyBlocks.withLock { blocks -> [Int64] in
+            guard var block = blocks[number], block.next < block.end else { return [] }
+            let taken = Array(block.next..<min(block.end, block.next + Int64(count)))
+            block.next += Int64(taken.count)
+            blocks[number] = block
+            return taken
         }
-        let result = try connection.execute("SELECT nextval($1::regclass)", [.text(layout.qualified(table.sequenceName))])
-        guard let start = result.rows.first?.first?.integer else {
-            throw DatabaseFailure(kind: .schemaChanged, message: "sequence \(table.sequenceName) returned no value")
+        let missing = count - keys.count
+        guard missing > 0 else { return keys }
+        let blocks = (missing + Int(SQLLayout.keyBlockSize) - 1) / Int(SQLLayout.keyBlockSize)
+        let result = try connection.execute(
+            "SELECT nextval($1::regclass) FROM generate_series(1, $2)", [.text(layout.qualified(table.sequenceName)), .int32(Int32(clamping: blocks))])
+        let starts = result.rows.compactMap { $0.first?.integer }
+        guard starts.count == blocks else {
+            throw DatabaseFailure(kind: .schemaChanged, message: "sequence \(table.sequenceName) returned \(starts.count) values, not \(blocks)")
         }
-        keyBlocks.withLock { blocks in
-            // Another thread may have reserved a block meanwhile: the newer one replaces it
-            // (the older block's rest is a gap, never a reuse).
-            blocks[number] = KeyBlock(next: start + 1, end: start + SQLLayout.keyBlockSize)
+        for start in starts {
+            let block = start..<(start + SQLLayout.keyBlockSize)
+            let needed = count - keys.count
+            if needed >= block.count {
+                keys += block
+            } else {
+                keys += block.prefix(needed)
+                // The rest of the last block serves the next keys (a block another thread
+                // reserved meanwhile is replaced: its rest is a gap, never a reuse).
+                keyBlocks.withLock { $0[number] = KeyBlock(next: start + Int64(needed), end: block.upperBound) }
+            }
         }
-        return start
+        return keys
     }
 
     /// A permanent ID for a new object of `entityName` (``makeKey(for:on:)``).
