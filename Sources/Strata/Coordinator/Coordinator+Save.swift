@@ -98,7 +98,7 @@ extension PersistentStoreCoordinator {
             throw StrataError.noStore(entity: entity ?? save.deleted.first?.objectID.entityName ?? "?")
         }
         let request = PendingSave(saves, pinning: pinning, in: writeGroups)
-        if saves.allSatisfy({ $0.store.file == nil }) {
+        if !saves.isEmpty, saves.allSatisfy({ $0.store.file == nil }) {
             // A server store's saves run at once, each in a transaction on a connection of
             // its own: the server orders them (row versions), not the write queue. Their
             // bookkeeping after the commit only evicts cached rows, which no order can undo.
