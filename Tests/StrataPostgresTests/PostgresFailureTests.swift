@@ -61,8 +61,20 @@ struct PostgresFailureTests {
         #expect(error?.databaseFailure?.kind == .schemaChanged && error?.databaseFailure?.sqlState == "42703")
     }
 
-    /// Runs `body` while another connection holds a lock on row `id` of Note, then releases it.
-    static func whileRowLocked<R>(_ store: PostgresTestStore, key: UInt64, _ body: (PostgresSQLConnection) throws -> R) throws -> R {
+    /// Runs `body` on a thread of its own (never a thread of the cooperative pool, which its
+    /// blocking waits could starve) while another connection holds a lock on row `key` of
+    /// Note, then releases it.
+    static func whileRowLocked<R: Sendable>(
+        _ store: PostgresTestStore, key: UInt64, _ body: @escaping @Sendable (PostgresSQLConnection) throws -> R
+    ) async throws -> R {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(with: Result { try lockingRow(store, key: key, body) })
+            }
+        }
+    }
+
+    private static func lockingRow<R>(_ store: PostgresTestStore, key: UInt64, _ body: (PostgresSQLConnection) throws -> R) throws -> R {
         let driver = try PostgresDriver(configuration: store.configuration, logger: .init(label: "holder"))
         defer { driver.close() }
         return try driver.withConnection { connection in
@@ -81,7 +93,7 @@ struct PostgresFailureTests {
         let coordinator = try await store.coordinator(configuration: configuration)
         let id = try await PostgresSaveTests.savedNote(in: coordinator)
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
-        let failure = try Self.whileRowLocked(store, key: try #require(id.primaryKey?.rawValue)) { _ in
+        let failure = try await Self.whileRowLocked(store, key: try #require(id.primaryKey?.rawValue)) { _ in
             context.performAndWait { context -> StrataError? in
                 do {
                     let note = try context.existingObject(with: id) as? PGNote
@@ -112,7 +124,7 @@ struct PostgresFailureTests {
         let id = try await PostgresSaveTests.savedNote(in: coordinator)
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         try await context.perform { context in _ = try context.existingObject(with: id).objectID }
-        let failure = try Self.whileRowLocked(store, key: try #require(id.primaryKey?.rawValue)) { holder -> StrataError? in
+        let failure = try await Self.whileRowLocked(store, key: try #require(id.primaryKey?.rawValue)) { holder -> StrataError? in
             let saving = Task {
                 await context.perform { context -> StrataError? in
                     let inserted = PGNote()

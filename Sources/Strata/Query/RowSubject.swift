@@ -47,11 +47,28 @@ final class RowLoader<Transaction: ReadableTransaction & ~Copyable> {
     }
 }
 
+extension RowLoader: StoredRowLoader where Transaction: ~Copyable {}
+
+/// Where a ``StoredRowSubject`` reads the rows its relationships lead to: an LMDB fetch's
+/// transaction (``RowLoader``) or a server store's connection (``SQLRowLoader``).
+protocol StoredRowLoader: AnyObject {
+    /// The row of `id`, nil when it does not exist.
+    func snapshot(of id: ManagedObjectID) throws -> ObjectSnapshot?
+    /// The destinations of to-many relationship `name` of `id`.
+    func destinations(of id: ManagedObjectID, relationship name: String) throws -> [ManagedObjectID]
+    /// A subject for a row already read.
+    func subject(_ snapshot: ObjectSnapshot) throws -> StoredRowSubject<Self>
+}
+
+/// A row of an LMDB fetch's transaction as a subject.
+typealias RowSubject<Transaction: ReadableTransaction & ~Copyable> = StoredRowSubject<RowLoader<Transaction>>
+
 /// A stored row as a ``PredicateSubject``: filtering during a scan, with the same
 /// evaluator and the same rules as objects in memory. Relationships are followed
-/// through the fetch's transaction; a destination whose row is missing is skipped.
-struct RowSubject<Transaction: ReadableTransaction & ~Copyable>: PredicateSubject {
-    let loader: RowLoader<Transaction>
+/// through the loader (the fetch's transaction or connection); a destination whose row
+/// is missing is skipped.
+struct StoredRowSubject<Loader: StoredRowLoader>: PredicateSubject {
+    let loader: Loader
     let snapshot: ObjectSnapshot
     let entity: EntityDescription
 
@@ -65,7 +82,7 @@ struct RowSubject<Transaction: ReadableTransaction & ~Copyable>: PredicateSubjec
         return snapshot.attributes[slot]
     }
 
-    func predicateDestinations(_ name: String) throws -> [RowSubject] {
+    func predicateDestinations(_ name: String) throws -> [StoredRowSubject] {
         guard let slot = entity.relationshipSlots[name] else {
             throw FetchPredicateError(kind: .unknownKey, message: "entity '\(entity.name)' has no relationship named '\(name)'")
         }

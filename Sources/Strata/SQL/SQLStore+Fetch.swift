@@ -145,8 +145,9 @@ extension SQLStore {
 }
 
 /// Rows read during one fetch for the evaluator (relationships of the rows it tests and
-/// sorts), on the fetch's connection, each read once.
-final class SQLRowLoader {
+/// sorts), on the fetch's connection, each read once: the subjects it makes are
+/// ``StoredRowSubject``s, as an LMDB fetch's are.
+final class SQLRowLoader: StoredRowLoader {
     let store: SQLStore
     let connection: any SQLConnection
     private var rows: [ManagedObjectID: ObjectSnapshot?] = [:]
@@ -163,11 +164,11 @@ final class SQLRowLoader {
     }
 
     /// A subject for a row already read.
-    func subject(_ snapshot: ObjectSnapshot) throws -> SQLRowSubject {
+    func subject(_ snapshot: ObjectSnapshot) throws -> StoredRowSubject<SQLRowLoader> {
         guard let entity = store.model.entitiesByName[snapshot.objectID.entityName] else {
             throw StrataError.unknownEntity(snapshot.objectID.entityName)
         }
-        return SQLRowSubject(loader: self, snapshot: snapshot, entity: entity)
+        return StoredRowSubject(loader: self, snapshot: snapshot, entity: entity)
     }
 
     /// The row of `id`, nil when it does not exist.
@@ -184,37 +185,6 @@ final class SQLRowLoader {
         let ids = try store.destinations(of: [id], relationship: name, on: connection)[id] ?? []
         toMany[id, default: [:]][name] = ids
         return ids
-    }
-}
-
-/// A row of a SQL store as a ``PredicateSubject``: the same evaluator and rules as objects
-/// in memory and LMDB rows.
-struct SQLRowSubject: PredicateSubject {
-    let loader: SQLRowLoader
-    let snapshot: ObjectSnapshot
-    let entity: EntityDescription
-
-    var predicateEntity: EntityDescription { entity }
-    var predicateObjectID: ManagedObjectID { snapshot.objectID }
-
-    func predicateAttribute(_ name: String) throws -> AttributeValue? {
-        guard let slot = entity.attributeSlots[name] else {
-            throw FetchPredicateError(kind: .unknownKey, message: "entity '\(entity.name)' has no attribute named '\(name)'")
-        }
-        return snapshot.attributes[slot]
-    }
-
-    func predicateDestinations(_ name: String) throws -> [SQLRowSubject] {
-        guard let slot = entity.relationshipSlots[name] else {
-            throw FetchPredicateError(kind: .unknownKey, message: "entity '\(entity.name)' has no relationship named '\(name)'")
-        }
-        let ids: [ManagedObjectID]
-        switch snapshot.relationships[slot] {
-        case .toOne(let id): ids = id.map { [$0] } ?? []
-        case .toMany(let many): ids = many
-        case .notLoaded: ids = try loader.destinations(of: snapshot.objectID, relationship: name)
-        }
-        return try ids.compactMap { id in try loader.snapshot(of: id).map { try loader.subject($0) } }
     }
 }
 
