@@ -40,7 +40,7 @@ PG_SUITES ?= StrataPostgresTests
 test: deps faults pg-start
 	$(SWIFT) test --skip '$(TIMED_SUITES)|$(STRESS_SUITE)|$(PG_SUITES)'
 	$(SWIFT) test --filter '$(TIMED_SUITES)'
-	STRATA_PG_PORT=$(STRATA_PG_PORT) $(SWIFT) test --filter '$(PG_SUITES)'
+	STRATA_PG_PORT=$(STRATA_PG_PORT) timeout 600 $(SWIFT) test --filter '$(PG_SUITES)'
 	$(SWIFT) test --filter '$(STRESS_SUITE)'
 
 ## The I/O fault shim (Tests/FaultShim): an LD_PRELOAD library that fails chosen
