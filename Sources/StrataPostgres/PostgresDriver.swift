@@ -26,6 +26,10 @@ final class PostgresDriver: SQLDriver, @unchecked Sendable {
     private let configuration: PostgresConnection.Configuration
     private let maximumConnections: Int
     private let connectTimeout: Duration
+    /// How long a caller waits for a statement's answer before it closes the connection
+    /// and fails (nil: no bound): the statement timeout plus the connect timeout, so that
+    /// the server's own cancellation (a typed `timedOut`) always comes first.
+    private let answerLimit: Duration?
     private let logger: Logger
     /// One event loop, running only this driver's connections: a caller waiting for one of
     /// its futures is never the thread that must complete it.
@@ -68,6 +72,7 @@ final class PostgresDriver: SQLDriver, @unchecked Sendable {
         self.configuration = configuration
         maximumConnections = max(1, store.maximumConnections)
         connectTimeout = store.connectTimeout
+        answerLimit = store.statementTimeout.map { $0 + store.connectTimeout }
         self.logger = logger
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         do {
@@ -102,7 +107,7 @@ final class PostgresDriver: SQLDriver, @unchecked Sendable {
 
     func withConnection<R>(_ body: (any SQLConnection) throws -> R) throws -> R {
         let connection = try acquire()
-        let wrapper = PostgresSQLConnection(connection: connection, logger: logger)
+        let wrapper = PostgresSQLConnection(connection: connection, answerLimit: answerLimit, logger: logger)
         do {
             let result = try body(wrapper)
             release(connection, healthy: !wrapper.broken)
@@ -240,10 +245,40 @@ final class PostgresSQLConnection: SQLConnection {
     /// Whether the connection failed in a way that leaves it unusable (lost, or in an
     /// unknown protocol state): it is closed instead of going back to the pool.
     private(set) var broken = false
+    /// How long to wait for an answer before the connection is closed (nil: no bound).
+    let answerLimit: Duration?
 
-    init(connection: PostgresConnection, logger: Logger) {
+    init(connection: PostgresConnection, answerLimit: Duration?, logger: Logger) {
         self.connection = connection
+        self.answerLimit = answerLimit
         self.logger = logger
+    }
+
+    /// The value of `future`, the answer to a statement just written: failed with
+    /// `connectionLost` when the connection had closed before the statement reached it
+    /// (postgres-nio then never completes the future: a `ROLLBACK` after a terminated
+    /// backend hung a save so, once in a few test runs), and waited for at most
+    /// `answerLimit`, past which the connection is closed, so that a server or network that
+    /// stops answering never holds a caller forever.
+    private func answer<T: Sendable>(_ future: EventLoopFuture<T>) throws -> T {
+        let promise = future.eventLoop.makePromise(of: T.self)
+        future.cascade(to: promise)
+        let connection = connection
+        // The loop runs its tasks in order: this runs after the statement's write. A channel
+        // closed after that write fails the statement itself; one closed before, only here.
+        future.eventLoop.execute {
+            if connection.isClosed {
+                promise.fail(DatabaseFailure(kind: .connectionLost, message: "the connection closed before the statement was sent"))
+            }
+        }
+        let timer = answerLimit.map { limit in
+            future.eventLoop.scheduleTask(in: .nanoseconds(Int64(PostgresDriver.nanoseconds(limit)))) {
+                promise.fail(DatabaseFailure(kind: .connectionLost, message: "the server did not answer within \(limit); the connection was closed"))
+                connection.close().whenComplete { _ in }
+            }
+        }
+        defer { timer?.cancel() }
+        return try promise.futureResult.wait()
     }
 
     func execute(_ sql: String, _ binds: [SQLValue]) throws -> SQLResult {
@@ -268,9 +303,16 @@ final class PostgresSQLConnection: SQLConnection {
                 try bindings.append(decimal)
             }
         }
+        // A lost connection takes no statement: postgres-nio writes a query to a channel that
+        // has closed without ever completing its future (a `ROLLBACK` after a terminated
+        // backend hung a save so, once in a few test runs).
+        guard !broken, !connection.isClosed else {
+            broken = true
+            throw DatabaseFailure(kind: .connectionLost, message: "the connection is closed")
+        }
         let result: PostgresQueryResult
         do {
-            result = try connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger).wait()
+            result = try answer(connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger))
         } catch {
             let failure = PostgresDriver.failure(error, connecting: false)
             if failure.kind == .connectionLost || connection.isClosed { broken = true }

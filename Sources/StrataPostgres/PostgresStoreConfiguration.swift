@@ -51,6 +51,11 @@ public struct PostgresStoreConfiguration: Sendable, Hashable {
     /// How long one statement may run before the server cancels it
     /// (``Strata/DatabaseFailure/Kind/timedOut``; PostgreSQL's `statement_timeout`); nil
     /// for the server's setting. 30 seconds by default.
+    ///
+    /// When set, a caller also stops waiting for an answer once this plus
+    /// ``connectTimeout`` has passed (a server or network that no longer answers): the
+    /// connection is closed and the statement fails with
+    /// ``Strata/DatabaseFailure/Kind/connectionLost``, its effect unknown.
     public var statementTimeout: Duration?
 
     /// A configuration of the store in `schema` of `database` on `host`.

@@ -85,10 +85,10 @@ struct RemoteChangeMonitorTests {
         let again = Task { for await _ in coordinator.remoteChanges {} }
         #expect(try await Self.eventually { monitor.isWatching })
         let start = monitor.looks
-        // 100 looks due in a second; a loaded two-core machine (a build beside the tests)
-        // delivered 5 in 300 ms once: the bound only says looks keep coming.
-        try await Task.sleep(for: .seconds(1))
-        #expect(monitor.looks > start + 5)
+        // 100 looks due in a second, but a loaded two-core machine delivered only 3 in a
+        // second once (CI, the whole suite at once): the check says looks keep coming, with
+        // the deadline of `eventually`, not how fast.
+        #expect(try await Self.eventually { monitor.looks > start + 5 })
         again.cancel()
         _ = directory.url
     }
