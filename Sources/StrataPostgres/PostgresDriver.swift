@@ -43,6 +43,8 @@ final class PostgresDriver: SQLDriver, @unchecked Sendable {
     private var closed = false
     /// Guarded by `pool`.
     private var nextID = 1
+    /// Connections listening for notifications, outside the pool; guarded by `pool`.
+    private var listeners: [ObjectIdentifier: PostgresListener] = [:]
 
     /// A driver for `configuration`; its first connection opens at once, so that a server
     /// that cannot be reached fails the store's opening.
@@ -92,13 +94,19 @@ final class PostgresDriver: SQLDriver, @unchecked Sendable {
         return UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)
     }
 
-    /// Opens a connection, waiting for it.
-    private func connect() throws -> PostgresConnection {
+    /// Opens a connection, waiting for it; `applicationName` replaces `strata` as its
+    /// `application_name` (what `pg_stat_activity` shows).
+    private func connect(applicationName: String? = nil) throws -> PostgresConnection {
         let id = pool.withLock { () -> Int in
             defer { nextID += 1 }
             return nextID
         }
         do {
+            var configuration = configuration
+            if let applicationName {
+                configuration.options.additionalStartupParameters.removeAll { $0.0 == "application_name" }
+                configuration.options.additionalStartupParameters.append(("application_name", applicationName))
+            }
             return try PostgresConnection.connect(on: group.next(), configuration: configuration, id: id, logger: logger).wait()
         } catch {
             throw Self.failure(error, connecting: true)
@@ -188,7 +196,10 @@ final class PostgresDriver: SQLDriver, @unchecked Sendable {
         idle = []
         open -= connections.count
         let inUse = open
+        let listening = Array(listeners.values)
+        listeners = [:]
         pool.unlock()
+        for listener in listening { listener.cancel() }
         for connection in connections { try? connection.close().wait() }
         if inUse == 0 {
             try? group.syncShutdownGracefully()
@@ -204,11 +215,48 @@ final class PostgresDriver: SQLDriver, @unchecked Sendable {
         // on a thread of their own — never on the thread letting go, which could be anywhere.
         guard !closed else { return }
         let connections = idle
+        let listening = Array(listeners.values)
         let group = group
         Thread.detachNewThread {
+            for listener in listening { listener.cancel() }
             for connection in connections { try? connection.close().wait() }
             try? group.syncShutdownGracefully()
         }
+    }
+
+    // MARK: Listening
+
+    func listen(
+        channel: String, notification: @escaping @Sendable (String) -> Void, lost: @escaping @Sendable () -> Void
+    ) throws -> any SQLListener {
+        if pool.withLock({ closed }) {
+            throw DatabaseFailure(kind: .connectionFailed, message: "the store's connection pool is closed")
+        }
+        // `strata listen <schema>`: an administrator (or a test) can tell it from the pool's.
+        let connection = try connect(applicationName: String("strata listen \(schema)".utf8.prefix(63)) ?? "strata listen")
+        let listener = PostgresListener(connection: connection)
+        connection.addListener(channel: channel) { _, response in notification(response.payload) }
+        do {
+            // Statements run in order: once this answers, the LISTEN before it is in force.
+            _ = try PostgresSQLConnection(connection: connection, answerLimit: answerLimit ?? .seconds(30), logger: logger).execute("SELECT 1", [])
+        } catch {
+            try? connection.close().wait()
+            throw error
+        }
+        let registered = pool.withLock { () -> Bool in
+            guard !closed else { return false }
+            listeners[ObjectIdentifier(listener)] = listener
+            return true
+        }
+        guard registered else {
+            try? connection.close().wait()
+            throw DatabaseFailure(kind: .connectionFailed, message: "the store's connection pool is closed")
+        }
+        connection.closeFuture.whenComplete { [weak self] _ in
+            _ = self?.pool.withLock { self?.listeners.removeValue(forKey: ObjectIdentifier(listener)) }
+            if listener.markClosed() { lost() }
+        }
+        return listener
     }
 
     /// A ``DatabaseFailure`` for an error of postgres-nio.
@@ -352,6 +400,38 @@ final class PostgresSQLConnection: SQLConnection {
         } catch {
             throw DatabaseFailure(
                 kind: .schemaChanged, message: "column \(cell.columnName) (type \(cell.dataType)) could not be read: \(error)")
+        }
+    }
+}
+
+/// A connection that listens for notifications (``PostgresDriver/listen(channel:notification:lost:)``),
+/// outside the pool.
+///
+/// `@unchecked Sendable` because its one mutable field, `state`, is a `LockedValue`.
+final class PostgresListener: SQLListener, @unchecked Sendable {
+    private let connection: PostgresConnection
+    /// Whether it was cancelled, and whether its connection closed.
+    private let state = LockedValue((cancelled: false, closed: false))
+
+    init(connection: PostgresConnection) {
+        self.connection = connection
+    }
+
+    var isListening: Bool { state.withLock { !$0.cancelled && !$0.closed } }
+
+    func cancel() {
+        let close = state.withLock { state -> Bool in
+            defer { state.cancelled = true }
+            return !state.cancelled && !state.closed
+        }
+        if close { try? connection.close().wait() }
+    }
+
+    /// Records that the connection closed; true when nobody cancelled it (it was lost).
+    func markClosed() -> Bool {
+        state.withLock { state in
+            defer { state.closed = true }
+            return !state.cancelled && !state.closed
         }
     }
 }

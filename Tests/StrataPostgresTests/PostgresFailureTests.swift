@@ -174,12 +174,6 @@ struct PostgresFailureTests {
     func unsupported() async throws {
         let store = PostgresTestStore()
         let coordinator = try await store.coordinator()
-        await #expect {
-            var options = PersistentStore.Options()
-            options.tracksPersistentHistory = true
-            try await PersistentStoreCoordinator(managedObjectModel: PGModel.model)
-                .addPersistentStore(type: .postgres(store.configuration), options: options)
-        } throws: { ($0 as? StrataError)?.code == .unsupportedByStore }
         #expect {
             try coordinator.execute(BatchInsertRequest(entityName: "Note", objects: [["title": "x"]]))
         } throws: { ($0 as? StrataError)?.code == .unsupportedByStore }

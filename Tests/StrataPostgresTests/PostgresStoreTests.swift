@@ -19,7 +19,7 @@ struct PostgresStoreTests {
         let tables = try store.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name", [.text(store.schema)]
         ).rows.compactMap { row -> String? in if case .text(let name) = row[0] { name } else { nil } }
-        #expect(tables == ["Book", "Film", "Folder", "Note", "Note.tags", "Playlist", "Playlist.tracks", "Tag", "Tag.notes", "Track", "strata_metadata"])
+        #expect(tables == ["Book", "Film", "Folder", "Note", "Note.tags", "Playlist", "Playlist.tracks", "Tag", "Tag.notes", "Track", "strata_history", "strata_metadata"])
     }
 
     @Test("every attribute type round-trips through its natural column type, nil included")

@@ -213,11 +213,6 @@ public final class PersistentStore: Sendable, Hashable, CustomStringConvertible 
             guard let opener = type.server else {
                 throw .incompatibleStore(store: type.rawValue, reason: "a server store type without its driver")
             }
-            guard !options.tracksPersistentHistory else {
-                throw .unsupportedByStore(
-                    store: opener.location,
-                    feature: "persistent history (tracksPersistentHistory) is not recorded by \(type.rawValue) stores yet; open it with tracksPersistentHistory false")
-            }
             self.url = nil
             scratch = nil
             let driver = try opener.makeDriver(logger: logger)

@@ -73,7 +73,24 @@ extension PersistentStoreCoordinator {
         var transactions: [PersistentHistoryTransaction] = []
         var deleted = 0
         for store in persistentStores where store.options.tracksPersistentHistory {
-            guard let file = store.file else { continue }   // server stores record no history (yet)
+            if let sql = store.sql {
+                switch request.action {
+                case .fetchAfterToken(let token):
+                    let after = token.flatMap { $0.storeIdentifier == store.identifier ? $0.sequence : nil }
+                    let found = try sql.historyRecords(after: after, limit: request.filtersNothing ? request.fetchLimit : nil)
+                    transactions += Self.transactions(found.records, of: store, matching: request)
+                case .fetchAfterDate(let date):
+                    let found = try sql.historyRecords(after: nil, since: date, limit: request.filtersNothing ? request.fetchLimit : nil)
+                    transactions += Self.transactions(found.records, of: store, matching: request)
+                case .deleteBeforeToken(let token):
+                    guard token.storeIdentifier == store.identifier else { continue }
+                    deleted += try sql.deleteHistory(before: token.sequence)
+                case .deleteBeforeDate(let date):
+                    deleted += try sql.deleteHistory(before: date)
+                }
+                continue
+            }
+            guard let file = store.file else { continue }
             do {
                 switch request.action {
                 case .fetchAfterToken(let token):
@@ -114,7 +131,9 @@ extension PersistentStoreCoordinator {
     public nonisolated func currentPersistentHistoryToken(fromStores stores: [PersistentStore]? = nil) throws(StrataError) -> PersistentHistoryToken? {
         var latest: PersistentHistoryToken?
         for store in stores ?? persistentStores where store.options.tracksPersistentHistory {
-            if let file = store.file, let sequence = try HistoryLog.lastSequence(of: file) {
+            if let sql = store.sql, let sequence = try sql.lastHistorySequence() {
+                latest = PersistentHistoryToken(storeIdentifier: store.identifier, sequence: sequence)
+            } else if let file = store.file, let sequence = try HistoryLog.lastSequence(of: file) {
                 latest = PersistentHistoryToken(storeIdentifier: store.identifier, sequence: sequence)
             }
         }

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Logging
 import StrataLMDB
 internal import StrataLocks
 
@@ -83,10 +84,70 @@ extension PersistentStoreCoordinator {
 final class RemoteChangeMonitor: Sendable {
     /// What one store was last seen at.
     struct Watch {
-        /// The last transaction id looked at.
+        /// The last transaction id looked at (LMDB stores).
         var transaction: Int
         /// The last history sequence number read (nil: none yet).
         var historySequence: UInt64?
+        /// A server store's listening connection; nil while the server cannot be reached.
+        var server: ServerWatch?
+    }
+
+    /// A server store's connection listening for other instances' commits, and what it
+    /// heard since the last look. (A look never waits for it: its notifications only
+    /// count and schedule a look.)
+    final class ServerWatch: Sendable {
+        /// Commits of other instances heard since the last look, and whether the
+        /// connection went (commits may have been missed since).
+        private struct Heard {
+            var commits = 0
+            var lost = false
+        }
+
+        private let heard = LockedValue(Heard())
+        /// The listening connection (set once, right after it opens).
+        private let listener = LockedValue<(any SQLListener)?>(nil)
+
+        /// Listens to `store` for `monitor`; nil when the server cannot be reached (the
+        /// next look tries again).
+        static func start(_ store: PersistentStore, sql: SQLStore, monitor: RemoteChangeMonitor, logger: Logger) -> ServerWatch? {
+            let watch = ServerWatch()
+            do {
+                let listener = try sql.listen(
+                    notified: { [weak monitor, weak watch] in
+                        watch?.heard.withLock { $0.commits += 1 }
+                        monitor?.lookSoon()
+                    },
+                    lost: { [weak monitor, weak watch] in
+                        watch?.heard.withLock { $0.lost = true }
+                        monitor?.lookSoon()
+                    })
+                watch.listener.withLock { $0 = listener }
+                return watch
+            } catch {
+                logger.debug("listening for other instances' commits failed; the next look tries again", metadata: store.logMetadata.merging([
+                    "strata.error": "\(error.code)", "strata.error.description": "\(error)",
+                ]) { $1 })
+                return nil
+            }
+        }
+
+        /// The commits heard since the last call; nil when the connection went (the
+        /// number is unknown: listen again, and read what was missed).
+        func take() -> Int? {
+            heard.withLock { heard in
+                defer { heard.commits = 0 }
+                return heard.lost ? nil : heard.commits
+            }
+        }
+
+        /// Stops listening.
+        func cancel() {
+            let listener = listener.withLock { listener in
+                defer { listener = nil }
+                return listener
+            }
+            listener?.cancel()
+        }
     }
 
     private struct State {
@@ -191,6 +252,7 @@ final class RemoteChangeMonitor: Sendable {
         let (coordinator, hasSubscribers, stopped) = state.withLock { ($0.coordinator, !$0.subscribers.isEmpty, $0.stopped) }
         let wanted = !stopped
             && (coordinator.map { hasSubscribers || !$0.mergingContexts.alive.isEmpty || $0.liveResults.hasObservers } ?? false)
+        var stopping: [ServerWatch] = []
         let started = state.withLock { state -> Bool in
             if wanted, state.timer == nil {
                 let timer = DispatchSource.makeTimerSource(queue: queue)
@@ -204,11 +266,18 @@ final class RemoteChangeMonitor: Sendable {
             if !wanted, let timer = state.timer {
                 timer.cancel()
                 state.timer = nil
+                stopping = state.watches.values.compactMap(\.server)
                 state.watches = [:]   // a later start begins from the state then
             }
             return false
         }
+        for server in stopping { server.cancel() }
         if started { look(startingOnly: true) }
+    }
+
+    /// Schedules a look now (a server store heard a commit, or lost its listener).
+    func lookSoon() {
+        queue.async { [weak self] in self?.look() }
     }
 
     private static func dispatchInterval(_ duration: Duration) -> DispatchTimeInterval {
@@ -230,23 +299,55 @@ final class RemoteChangeMonitor: Sendable {
         }
         let stores = coordinator.persistentStores
         var watches = state.withLock { $0.watches }
+        for (id, watch) in watches where !stores.contains(where: { $0.identifier == id }) { watch.server?.cancel() }
         watches = watches.filter { id, _ in stores.contains { $0.identifier == id } }
         var changes: [RemoteChange] = []
         var merged = BatchChanges()
         for store in stores {
-            guard let file = store.file else { continue }   // server stores: no remote watch yet
-            let environment = file.environment
-            let last = environment.info.lastTransactionID
-            guard var watch = watches[store.identifier] else {
-                // First look: from now on.
-                _ = environment.ownCommits(after: last, through: last)
-                watches[store.identifier] = Watch(transaction: last, historySequence: try? HistoryLog.lastSequence(of: file))
-                continue
+            // The commits of others since the last look (nil: some, but how many is unknown).
+            let remote: Int?
+            var watch: Watch
+            switch store.backend {
+            case .lmdb(let file):
+                let environment = file.environment
+                let last = environment.info.lastTransactionID
+                guard let seen = watches[store.identifier] else {
+                    // First look: from now on.
+                    _ = environment.ownCommits(after: last, through: last)
+                    watches[store.identifier] = Watch(transaction: last, historySequence: try? HistoryLog.lastSequence(of: file))
+                    continue
+                }
+                guard !startingOnly, last > seen.transaction else { continue }
+                watch = seen
+                let own = environment.ownCommits(after: watch.transaction, through: last)
+                remote = own.map { last - watch.transaction - $0 }
+                watch.transaction = last
+            case .sql(let sql):
+                guard let seen = watches[store.identifier] else {
+                    // First look: listen from now on (before the history is read: nothing
+                    // committed in between is missed).
+                    let server = ServerWatch.start(store, sql: sql, monitor: self, logger: coordinator.logger)
+                    let sequence = store.options.tracksPersistentHistory ? try? sql.lastHistorySequence() : nil
+                    watches[store.identifier] = Watch(transaction: 0, historySequence: sequence, server: server)
+                    continue
+                }
+                guard !startingOnly else { continue }
+                watch = seen
+                if let server = watch.server, let heard = server.take() {
+                    guard heard > 0 else { continue }
+                    remote = heard
+                } else {
+                    // Never listening, or the connection went: listen again, and look at
+                    // the history, since commits may have gone unheard.
+                    watch.server?.cancel()
+                    watch.server = ServerWatch.start(store, sql: sql, monitor: self, logger: coordinator.logger)
+                    guard watch.server != nil else {
+                        watches[store.identifier] = watch
+                        continue
+                    }
+                    remote = nil
+                }
             }
-            guard !startingOnly, last > watch.transaction else { continue }
-            let own = environment.ownCommits(after: watch.transaction, through: last)
-            let remote = own.map { last - watch.transaction - $0 }
-            watch.transaction = last
             defer { watches[store.identifier] = watch }
             if remote == 0 { continue }
             var token: PersistentHistoryToken?
@@ -309,6 +410,11 @@ extension PersistentStoreCoordinator {
     nonisolated func remoteTransactions(
         of store: PersistentStore, after: UInt64?
     ) throws -> (transactions: [PersistentHistoryTransaction], sequence: UInt64?) {
+        if let sql = store.sql {
+            // Another instance is another store opening (this process may hold several).
+            let found = try sql.historyRecords(after: after, excludingOwn: true)
+            return (Self.transactions(found.records, of: store, matching: .fetchHistory(after: nil)), found.last)
+        }
         let file = try store.requireLMDB("other processes' history")
         let records = try file.withReadTransaction(in: nil) { txn in
             try HistoryLog.records(after: after, limit: nil, in: txn, history: file.historyDatabase)

@@ -36,8 +36,24 @@ package protocol SQLDriver: AnyObject, Sendable {
     /// is busy, opening one when the pool has room), then gives it back: to the pool
     /// when it is still usable, else closes it.
     func withConnection<R>(_ body: (any SQLConnection) throws -> R) throws -> R
-    /// Closes every connection; later calls fail with a ``DatabaseFailure/Kind/connectionFailed``.
+    /// Closes every connection (listening ones too); later calls fail with a
+    /// ``DatabaseFailure/Kind/connectionFailed``.
     func close()
+    /// Listens for the notifications of `channel` on a connection of its own (outside the
+    /// pool) and returns once the server delivers them: `notification` runs with each one's
+    /// payload, `lost` once if the connection goes without being cancelled. Neither may
+    /// block: they run on the driver's own threads.
+    func listen(
+        channel: String, notification: @escaping @Sendable (String) -> Void, lost: @escaping @Sendable () -> Void
+    ) throws -> any SQLListener
+}
+
+/// A connection listening for notifications (``SQLDriver/listen(channel:notification:lost:)``).
+package protocol SQLListener: AnyObject, Sendable {
+    /// Whether it still listens: not cancelled, and its connection not lost.
+    var isListening: Bool { get }
+    /// Stops listening and closes the connection (no `lost` call follows).
+    func cancel()
 }
 
 /// One connection of an ``SQLDriver``: used by one caller at a time.

@@ -44,6 +44,8 @@ extension SQLStore {
         }
         var reserved: [String: ArraySlice<Int64>] = [:]
         for (name, need) in needed { reserved[name] = try makeKeys(need.count, for: need.table, on: connection)[...] }
+        // The values history keeps of deleted rows, read before they go.
+        let tombstones = save.history == nil || save.deleted.isEmpty ? [:] : try tombstones(of: save.deleted, on: connection)
         for row in save.rows.rows {
             guard let storage = entityStorage(numbered: row.entity), let table = layout.tables[storage.name] else {
                 throw StrataError.unknownEntity("number \(row.entity)")
@@ -147,6 +149,7 @@ extension SQLStore {
             }
             throw StrataError.mergeConflicts(conflicts)
         }
+        try recordHistory(of: save, keys: keys, tombstones: tombstones, on: connection)
         outcome.keys = keys.map { UInt64(bitPattern: $0) }
         return outcome
     }

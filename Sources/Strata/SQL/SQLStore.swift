@@ -18,6 +18,9 @@ final class SQLStore: Sendable {
     let model: ManagedObjectModel
     /// The store's UUID (recorded in the database: the same in every process).
     let identifier: UUID
+    /// This opening of the store (one "instance" of the application): its history rows
+    /// and notifications carry it, so that it can tell its own commits from others'.
+    let instance = UUID()
     /// The store's entity and field numbers (assigned from the model, deterministically).
     let schema: StoreSchema
     /// How each entity is stored, by name.
@@ -76,6 +79,7 @@ final class SQLStore: Sendable {
             // One creator at a time per schema (any process): the lock ends with the transaction.
             _ = try connection.execute("SELECT pg_advisory_xact_lock(hashtext($1))", [.text("strata:" + layout.schema)])
             _ = try connection.execute("CREATE TABLE IF NOT EXISTS \(metadata) (key text PRIMARY KEY, value text NOT NULL)", [])
+            for statement in historyCreationStatements(layout: layout) { _ = try connection.execute(statement, []) }
             var values: [String: String] = [:]
             for row in try connection.execute("SELECT key, value FROM \(metadata)", []).rows {
                 if case .text(let key) = row[0], case .text(let value) = row[1] { values[key] = value }
