@@ -9,6 +9,11 @@
 //   fetch    all N notes read into objects (plain: SELECT decoded into structs)
 //   saves    C contexts at once, S saves in all, each inserting one note (plain: C tasks,
 //            each save BEGIN / INSERT / COMMIT on a connection of PostgresClient's pool)
+//   merge latency  two instances (two coordinators, each with its own pool and listening
+//            connection) of one store that tracks history: a context of A changes a note,
+//            M times one after another; a context of B that merges automatically holds it.
+//            From the start of A's save to B's didMergeChanges notification, p50 and p99;
+//            and from the end of A's save (the notification, the history read and the merge).
 import Foundation
 import Logging
 import PostgresNIO
@@ -28,6 +33,7 @@ struct Options {
     var saves = 2_000
     var contexts = 8
     var runs = 3
+    var merges = 500
 
     init(_ arguments: [String]) {
         var iterator = arguments.dropFirst().makeIterator()
@@ -38,8 +44,9 @@ struct Options {
             case ("--saves", let n?): saves = n
             case ("--contexts", let n?): contexts = n
             case ("--runs", let n?): runs = n
+            case ("--merges", let n?): merges = n
             default:
-                FileHandle.standardError.write(Data("usage: pg-bench [--objects N] [--saves S] [--contexts C] [--runs R]\n".utf8))
+                FileHandle.standardError.write(Data("usage: pg-bench [--objects N] [--saves S] [--contexts C] [--runs R] [--merges M]\n".utf8))
                 exit(2)
             }
         }
@@ -144,6 +151,59 @@ func strataSaves(schema: String) async throws -> Double {
     let elapsed = seconds(ContinuousClock.now - start)
     try await coordinator.close()
     return elapsed
+}
+
+/// The cross-instance merge latencies, in seconds: from the start of each save in A, and
+/// from its end, to B's merge.
+func mergeLatency(schema: String) async throws -> (total: [Double], afterSave: [Double]) {
+    try await freshSchema(schema, plain: false)
+    var storeOptions = PersistentStore.Options()
+    storeOptions.tracksPersistentHistory = true
+    let a = PersistentStoreCoordinator(managedObjectModel: model)
+    try await a.addPersistentStore(type: .postgres(strataConfiguration(schema)), options: storeOptions)
+    let b = PersistentStoreCoordinator(managedObjectModel: model)
+    try await b.addPersistentStore(type: .postgres(strataConfiguration(schema)), options: storeOptions)
+    let writer = ManagedObjectContext(.privateQueue, coordinator: a)
+    let id = try await writer.perform { context in
+        let note = BenchNote()
+        note.title = "shared"
+        try context.insert(note)
+        try context.save()
+        return note.objectID
+    }
+    let merger = ManagedObjectContext(.privateQueue, coordinator: b)
+    try await merger.perform { context in
+        context.automaticallyMergesChangesFromParent = true
+        context.retainsRegisteredObjects = true
+        _ = try context.existingObject(with: id).objectID
+    }
+    var merges = merger.notifications(of: [.didMergeChanges]).makeAsyncIterator()
+    var total: [Double] = []
+    var afterSave: [Double] = []
+    for round in 0..<options.merges {
+        let start = ContinuousClock.now
+        try await writer.perform { context in
+            (try context.existingObject(with: id) as? BenchNote)?.priority = Int64(round + 1)
+            try context.save()
+        }
+        let saved = ContinuousClock.now
+        while true {
+            guard await merges.next() != nil else { throw CancellationError() }
+            let priority = await merger.perform { context in (context.registeredObject(for: id) as? BenchNote)?.priority }
+            if priority == Int64(round + 1) { break }
+        }
+        let end = ContinuousClock.now
+        total.append(seconds(end - start))
+        afterSave.append(seconds(end - saved))
+    }
+    try await a.close()
+    try await b.close()
+    return (total, afterSave)
+}
+
+func percentile(_ values: [Double], _ fraction: Double) -> Double {
+    let sorted = values.sorted()
+    return sorted[min(sorted.count - 1, Int((Double(sorted.count) * fraction).rounded(.up)) - 1)]
 }
 
 // MARK: Plain postgres-nio
@@ -255,7 +315,17 @@ try await withThrowingDiscardingTaskGroup { group in
         let plainUnit = name == "saves" ? "\(Int(Double(options.saves) / p)) saves/s" : String(format: "%.1f ms", p * 1000)
         print("| \(name) | \(unit) | \(plainUnit) | \(String(format: "%.2f×", s / p)) |")
     }
-    for schema in ["pgbench_strata", "pgbench_plain"] {
+    if options.merges > 0 {
+        let (total, afterSave) = try await mergeLatency(schema: "pgbench_merge")
+        print("")
+        print("Cross-instance merge latency (\(options.merges) saves in A, each merged by an automatically merging context of B):")
+        print("")
+        print("| measured | p50 | p99 |")
+        print("| --- | --- | --- |")
+        print(String(format: "| start of A's save → B merged | %.2f ms | %.2f ms |", percentile(total, 0.5) * 1000, percentile(total, 0.99) * 1000))
+        print(String(format: "| end of A's save → B merged | %.2f ms | %.2f ms |", percentile(afterSave, 0.5) * 1000, percentile(afterSave, 0.99) * 1000))
+    }
+    for schema in ["pgbench_strata", "pgbench_plain", "pgbench_merge"] {
         try await client.query(PostgresQuery(unsafeSQL: "DROP SCHEMA IF EXISTS \"\(schema)\" CASCADE"))
     }
     group.cancelAll()
