@@ -45,7 +45,7 @@ start)
         echo "PostgreSQL already running on 127.0.0.1:$port ($dir)"
     else
         as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-            -o "-h 127.0.0.1 -p $port -k $dir -c fsync=off -c max_connections=100" start >/dev/null
+            -o "-h 127.0.0.1 -p $port -k $dir -c fsync=off -c max_connections=200" start >/dev/null
         echo "PostgreSQL started on 127.0.0.1:$port ($dir)"
     fi
     as_owner "$bin/psql" -h 127.0.0.1 -p "$port" -U strata -d postgres -tAc \

@@ -23,6 +23,7 @@ import StrataLocks
 final class PostgresDriver: SQLDriver, @unchecked Sendable {
     let location: String
     let schema: String
+    let notifiesOnCommit: Bool
     private let configuration: PostgresConnection.Configuration
     private let maximumConnections: Int
     private let connectTimeout: Duration
@@ -53,6 +54,7 @@ final class PostgresDriver: SQLDriver, @unchecked Sendable {
     init(configuration store: PostgresStoreConfiguration, logger: Logger) throws {
         location = store.location
         schema = store.schema
+        notifiesOnCommit = store.notifiesOtherInstances
         let tls: PostgresConnection.Configuration.TLS
         switch store.tls {
         case .disable:

@@ -57,6 +57,16 @@ public struct PostgresStoreConfiguration: Sendable, Hashable {
     /// connection is closed and the statement fails with
     /// ``Strata/DatabaseFailure/Kind/connectionLost``, its effect unknown.
     public var statementTimeout: Duration?
+    /// Whether each save tells the other instances of the store that it committed
+    /// (`pg_notify` on the store's channel, delivered at the commit), so that their
+    /// ``Strata/PersistentStoreCoordinator/remoteChanges`` and automatically merging
+    /// contexts hear of it at once; true by default.
+    ///
+    /// A store that tracks persistent history sends it in the same statement as the
+    /// history row, at no cost. Without history it is one more statement per save (and
+    /// PostgreSQL's notification queue at each commit): set it to false when no instance
+    /// listens, and other instances then see the saves through fetches and staleness only.
+    public var notifiesOtherInstances: Bool
 
     /// A configuration of the store in `schema` of `database` on `host`.
     public init(
@@ -73,6 +83,7 @@ public struct PostgresStoreConfiguration: Sendable, Hashable {
         maximumConnections = 8
         connectTimeout = .seconds(10)
         statementTimeout = .seconds(30)
+        notifiesOtherInstances = true
     }
 
     /// `postgres://user@host:port/database?schema=name`: the location, without the password.
@@ -101,7 +112,7 @@ struct PostgresStoreOpener: SQLStoreOpener {
 
     var identity: String {
         "\(configuration.location)|\(configuration.password ?? "")|\(configuration.tls)|\(configuration.maximumConnections)"
-            + "|\(configuration.connectTimeout)|\(configuration.statementTimeout.map { "\($0)" } ?? "-")"
+            + "|\(configuration.connectTimeout)|\(configuration.statementTimeout.map { "\($0)" } ?? "-")|\(configuration.notifiesOtherInstances)"
     }
 
     func makeDriver(logger: Logger) throws(StrataError) -> any SQLDriver {

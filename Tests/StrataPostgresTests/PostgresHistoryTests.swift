@@ -212,6 +212,45 @@ struct PostgresHistoryTests {
         #expect(try a.execute(.fetchHistory(after: nil as PersistentHistoryToken?)).transactions.isEmpty)
     }
 
+    @Test("notifiesOtherInstances false: saves without history are not announced; with history they still are, in the history's statement")
+    func quietInstances() async throws {
+        let store = PostgresTestStore(model: PGHistoryModel.model)
+        var quiet = store.configuration
+        quiet.notifiesOtherInstances = false
+        let silent = try await store.coordinator(configuration: quiet)
+        let loud = try await store.coordinator()
+        let listener = try await store.coordinator()
+        let events = LockedValue<[RemoteChange]>([])
+        nonisolated(unsafe) var iterator = listener.remoteChanges.makeAsyncIterator()
+        let listening = Task {
+            while let change = await iterator.next() { events.withLock { $0.append(change) } }
+        }
+        defer { listening.cancel() }
+        for index in 0..<3 { _ = try await Self.saveContact("quiet \(index)", in: silent) }
+        _ = try await Self.saveContact("loud", in: loud)
+        // Notifications arrive in commit order: the quiet saves' would have come first.
+        #expect(try await Self.eventually { !events.withLock { $0.isEmpty } })
+        #expect(events.withLock { $0.reduce(0) { $0 + ($1.commits ?? 0) } } == 1)
+
+        let tracked = PostgresTestStore(model: PGHistoryModel.model)
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: tracked.model)
+        var options = PersistentStore.Options()
+        options.tracksPersistentHistory = true
+        var configuration = tracked.configuration
+        configuration.notifiesOtherInstances = false
+        try await coordinator.addPersistentStore(type: .postgres(configuration), options: options)
+        let hearing = try await Self.coordinator(tracked)
+        let heard = LockedValue<[RemoteChange]>([])
+        nonisolated(unsafe) var second = hearing.remoteChanges.makeAsyncIterator()
+        let listening2 = Task {
+            while let change = await second.next() { heard.withLock { $0.append(change) } }
+        }
+        defer { listening2.cancel() }
+        _ = try await Self.saveContact("tracked", in: coordinator)
+        let token = try coordinator.currentPersistentHistoryToken()
+        #expect(try await Self.eventually { heard.withLock { $0.contains { $0.historyToken == token } } })
+    }
+
     @Test("the listening connection lost (its backend terminated): the instance listens again and catches up from history; nothing is missed")
     func listenerLost() async throws {
         let store = PostgresTestStore(model: PGHistoryModel.model)

@@ -123,10 +123,12 @@ func strataFetch(_ coordinator: PersistentStoreCoordinator) async throws -> Doub
     return seconds(ContinuousClock.now - start)
 }
 
-func strataSaves(schema: String) async throws -> Double {
+func strataSaves(schema: String, notifying: Bool = true) async throws -> Double {
     try await freshSchema(schema, plain: false)
     let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
-    try await coordinator.addPersistentStore(type: .postgres(strataConfiguration(schema)))
+    var configuration = strataConfiguration(schema)
+    configuration.notifiesOtherInstances = notifying
+    try await coordinator.addPersistentStore(type: .postgres(configuration))
     let perContext = options.saves / options.contexts
     let start = ContinuousClock.now
     try await withThrowingTaskGroup(of: Void.self) { group in
@@ -293,7 +295,7 @@ func plainSaves(schema: String) async throws -> Double {
 
 try await withThrowingDiscardingTaskGroup { group in
     group.addTask { await client.run() }
-    var rows: [(String, [Double], [Double])] = [("import", [], []), ("fetch", [], []), ("saves", [], [])]
+    var rows: [(String, [Double], [Double])] = [("import", [], []), ("fetch", [], []), ("saves", [], []), ("saves, not notifying", [], [])]
     for run in 0..<options.runs {
         let (imported, coordinator) = try await strataImport(schema: "pgbench_strata")
         rows[0].1.append(imported)
@@ -303,6 +305,8 @@ try await withThrowingDiscardingTaskGroup { group in
         rows[1].2.append(try await plainFetch(schema: "pgbench_plain"))
         rows[2].1.append(try await strataSaves(schema: "pgbench_strata"))
         rows[2].2.append(try await plainSaves(schema: "pgbench_plain"))
+        rows[3].1.append(try await strataSaves(schema: "pgbench_strata", notifying: false))
+        rows[3].2.append(rows[2].2.last!)
         FileHandle.standardError.write(Data("run \(run + 1) of \(options.runs) done\n".utf8))
     }
     print("pg-bench: \(options.objects) objects, \(options.saves) saves over \(options.contexts) contexts, median of \(options.runs) runs")
@@ -311,8 +315,8 @@ try await withThrowingDiscardingTaskGroup { group in
     print("| --- | --- | --- | --- |")
     for (name, strata, plain) in rows {
         let s = median(strata), p = median(plain)
-        let unit = name == "saves" ? "\(Int(Double(options.saves) / s)) saves/s" : String(format: "%.1f ms", s * 1000)
-        let plainUnit = name == "saves" ? "\(Int(Double(options.saves) / p)) saves/s" : String(format: "%.1f ms", p * 1000)
+        let unit = name.hasPrefix("saves") ? "\(Int(Double(options.saves) / s)) saves/s" : String(format: "%.1f ms", s * 1000)
+        let plainUnit = name.hasPrefix("saves") ? "\(Int(Double(options.saves) / p)) saves/s" : String(format: "%.1f ms", p * 1000)
         print("| \(name) | \(unit) | \(plainUnit) | \(String(format: "%.2f×", s / p)) |")
     }
     if options.merges > 0 {

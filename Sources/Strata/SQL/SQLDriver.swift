@@ -32,6 +32,8 @@ package protocol SQLDriver: AnyObject, Sendable {
     var location: String { get }
     /// The database schema (namespace) every table of the store lives in.
     var schema: String { get }
+    /// Whether a save without history still notifies the other instances of its commit.
+    var notifiesOnCommit: Bool { get }
     /// Runs `body` with a connection of the pool (waiting for one when every connection
     /// is busy, opening one when the pool has room), then gives it back: to the pool
     /// when it is still usable, else closes it.

@@ -10,8 +10,9 @@ import Foundation
 /// transaction before it, and "the history after my last token" never skips one that
 /// committed late.
 ///
-/// Every save (history or not) also sends a notification on the store's channel
-/// (``notificationChannel``) carrying the writing instance's ``instance``; PostgreSQL
+/// Every save that records history also sends a notification on the store's channel
+/// (``notificationChannel``), in the same statement, and so does every other save unless
+/// the driver was told not to (``SQLDriver/notifiesOnCommit``), carrying the writing instance's ``instance``; PostgreSQL
 /// delivers it at the commit, and never for a rolled-back save. Other instances listen
 /// (``listen(_:)``), count the commits that were not theirs and read the history after
 /// their last sequence: the payload alone is never trusted for what changed.
@@ -72,7 +73,7 @@ extension SQLStore {
         of save: StoreSave, keys: [Int64], tombstones: [ManagedObjectID: [String: AttributeValue]], on connection: any SQLConnection
     ) throws {
         guard let history = save.history else {
-            _ = try connection.execute("SELECT pg_notify($1, $2)", [.text(notificationChannel), .text(instance.uuidString)])
+            if driver.notifiesOnCommit { try notify(on: connection) }
             return
         }
         var changes: [HistoryRecord.Change] = []
@@ -88,7 +89,7 @@ extension SQLStore {
             changes.append(HistoryRecord.Change(kind: .delete, entity: entity, primaryKey: key, tombstone: tombstones[deletion.objectID] ?? [:]))
         }
         guard !changes.isEmpty else {
-            _ = try connection.execute("SELECT pg_notify($1, $2)", [.text(notificationChannel), .text(instance.uuidString)])
+            if driver.notifiesOnCommit { try notify(on: connection) }
             return
         }
         let now = Date()
@@ -117,6 +118,11 @@ extension SQLStore {
         guard try connection.execute(sql, binds).rows.first?.first?.integer != nil else {
             throw DatabaseFailure(kind: .schemaChanged, message: "appending to \(Self.historyTable) returned no sequence number")
         }
+    }
+
+    /// Tells the other instances of the commit (delivered when it commits).
+    private func notify(on connection: any SQLConnection) throws {
+        _ = try connection.execute("SELECT pg_notify($1, $2)", [.text(notificationChannel), .text(instance.uuidString)])
     }
 
     /// The common table expressions `gone` (the history rows matching `condition`,
