@@ -57,15 +57,18 @@ public struct PostgresStoreConfiguration: Sendable, Hashable {
     /// connection is closed and the statement fails with
     /// ``Strata/DatabaseFailure/Kind/connectionLost``, its effect unknown.
     public var statementTimeout: Duration?
-    /// Whether each save tells the other instances of the store that it committed
-    /// (`pg_notify` on the store's channel, delivered at the commit), so that their
-    /// ``Strata/PersistentStoreCoordinator/remoteChanges`` and automatically merging
-    /// contexts hear of it at once; true by default.
+    /// Whether a save of a store that does not track persistent history tells the other
+    /// instances that it committed (`pg_notify` on the store's channel, delivered at the
+    /// commit), so that their ``Strata/PersistentStoreCoordinator/remoteChanges`` raise an
+    /// event (without a token) and their cached rows are dropped at once; false by default,
+    /// as Core Data posts remote-change notifications only when asked.
     ///
-    /// A store that tracks persistent history sends it in the same statement as the
-    /// history row, at no cost. Without history it is one more statement per save (and
-    /// PostgreSQL's notification queue at each commit): set it to false when no instance
-    /// listens, and other instances then see the saves through fetches and staleness only.
+    /// A store that tracks persistent history always notifies, in the same statement as its
+    /// history row, at no cost: that is what merging other instances' saves into contexts
+    /// needs. Without history it is one more statement per save, and PostgreSQL's
+    /// notification queue at each commit: 8 contexts saving one object each saved at 1.51×
+    /// the time of plain postgres-nio without it and 1.92× with it (`make pg-bench` at
+    /// 95f0098, <doc:RunningOnPostgreSQL>).
     public var notifiesOtherInstances: Bool
 
     /// A configuration of the store in `schema` of `database` on `host`.
@@ -83,7 +86,7 @@ public struct PostgresStoreConfiguration: Sendable, Hashable {
         maximumConnections = 8
         connectTimeout = .seconds(10)
         statementTimeout = .seconds(30)
-        notifiesOtherInstances = true
+        notifiesOtherInstances = false
     }
 
     /// `postgres://user@host:port/database?schema=name`: the location, without the password.

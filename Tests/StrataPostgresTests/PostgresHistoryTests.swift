@@ -194,10 +194,12 @@ struct PostgresHistoryTests {
         #expect(seen.reduce(0) { $0 + ($1.commits ?? 0) } == 1, "only A's commit after the listener started: \(seen)")
     }
 
-    @Test("a store without history still raises remote changes, with no token, counting the commits")
+    @Test("a store without history raises remote changes when its writers notify (notifiesOtherInstances), with no token, counting the commits")
     func remoteChangesWithoutHistory() async throws {
         let store = PostgresTestStore(model: PGHistoryModel.model)
-        let a = try await store.coordinator()
+        var notifying = store.configuration
+        notifying.notifiesOtherInstances = true
+        let a = try await store.coordinator(configuration: notifying)
         let b = try await store.coordinator()
         let events = LockedValue<[RemoteChange]>([])
         // Made here, so that b listens before the saves below (making an iterator starts the watch).
@@ -212,13 +214,13 @@ struct PostgresHistoryTests {
         #expect(try a.execute(.fetchHistory(after: nil as PersistentHistoryToken?)).transactions.isEmpty)
     }
 
-    @Test("notifiesOtherInstances false: saves without history are not announced; with history they still are, in the history's statement")
+    @Test("notifiesOtherInstances false (the default): saves without history are not announced; with history they always are, in the history's statement")
     func quietInstances() async throws {
         let store = PostgresTestStore(model: PGHistoryModel.model)
-        var quiet = store.configuration
-        quiet.notifiesOtherInstances = false
-        let silent = try await store.coordinator(configuration: quiet)
-        let loud = try await store.coordinator()
+        let silent = try await store.coordinator()   // notifiesOtherInstances is false by default
+        var notifying = store.configuration
+        notifying.notifiesOtherInstances = true
+        let loud = try await store.coordinator(configuration: notifying)
         let listener = try await store.coordinator()
         let events = LockedValue<[RemoteChange]>([])
         nonisolated(unsafe) var iterator = listener.remoteChanges.makeAsyncIterator()
