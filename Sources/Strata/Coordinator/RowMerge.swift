@@ -58,7 +58,7 @@ struct MergeResult: Sendable {
 
     /// The temporary IDs of the new rows of a save replaced by their permanent ones
     /// (`keys`: each row's primary key, as written), wherever the results name them.
-    mutating func replaceTemporaryIDs(of rows: EncodedRows, keys: [UInt64], store: StoreFile) {
+    mutating func replaceTemporaryIDs(of rows: EncodedRows, keys: [UInt64], source: some MergeSource) {
         var named = Set(merged.keys.filter(\.isTemporaryID))
         named.formUnion(touched.filter(\.isTemporaryID))
         named.formUnion(adopted.values.filter(\.isTemporaryID))
@@ -74,10 +74,10 @@ struct MergeResult: Sendable {
         guard !named.isEmpty else { return }
         var permanent: [ManagedObjectID: ManagedObjectID] = [:]
         for (row, key) in zip(rows.rows, keys) {
-            guard let id = row.objectID, named.contains(id), let storage = store.entityStorage(numbered: row.entity),
+            guard let id = row.objectID, named.contains(id), let storage = source.entityStorage(numbered: row.entity),
                   let primaryKey = PrimaryKey(key)
             else { continue }
-            permanent[id] = store.objectID(entity: storage.name, key: primaryKey)
+            permanent[id] = source.objectID(entity: storage.name, key: primaryKey)
         }
         func mapped(_ id: ManagedObjectID) -> ManagedObjectID { permanent[id] ?? id }
         var newMerged: [ManagedObjectID: ObjectSnapshot] = [:]

@@ -2,64 +2,17 @@ import Foundation
 import StrataLMDB
 
 /// How a ``StoreWriter`` settles a save's conflicts under a merging policy, inside the
-/// save's own transaction (<doc:MergePolicies>): each conflicting object is decided
-/// (``RowMerge``), then every relationship edge the decisions touch is made to agree on
-/// both of its ends, then the rows are written.
-/// An ID no object has, for rows that carry none.
-private let temporaryPlaceholder = ManagedObjectID(temporaryFor: "")
-
+/// save's own transaction (<doc:MergePolicies>): the store-independent decisions are
+/// ``MergePlanner``'s, over this transaction's reader (``LMDBMergeSource``); the groups of
+/// new objects to join come from the unique indexes, and the merged save is written with
+/// its unique-index changes checked again.
 extension StoreWriter {
-    /// The state of a merge in progress.
-    struct MergeWork {
-        /// The save's rows, as they came (references to new objects that became existing
-        /// ones made to the existing ones).
-        let rows: EncodedRows
-        /// The row of each object in the save that carries its ID, by that ID.
-        var rowIndex: [ManagedObjectID: Int] = [:]
-        /// The merged state of each conflicting row, by row index (at the stored version).
-        var resolved: [Int: ObjectSnapshot] = [:]
-        /// The decisions, by row index (for the edges they touch).
-        var merges: [Int: RowMerge] = [:]
-        /// Rows not written: their objects were deleted elsewhere.
-        var droppedRows: Set<Int> = []
-        /// New relationship values of rows of the save that are written otherwise as they came.
-        var rowRelationships: [Int: [RelationshipSnapshot]] = [:]
-        /// Stored rows outside the save whose relationships change (to-many ones not
-        /// loaded and to-one ones `.notLoaded` keep their stored values), by ID.
-        var fixups: [ManagedObjectID: ObjectSnapshot] = [:]
-        /// Objects gone once the save is written, or known to exist, by ID.
-        var existence: [ManagedObjectID: Bool] = [:]
-        /// Objects whose stored state the merge changed beyond what the save carried.
-        var touched: Set<ManagedObjectID> = []
-        /// The primary key of each new row that became an existing one, by row index.
-        var adoptedKeys: [Int: UInt64] = [:]
-        /// New rows merged into another new or existing row of the save (not written), by
-        /// row index: that row's index.
-        var sameRow: [Int: Int] = [:]
-        /// Rows that became a stored row whose constrained values they keep: the unique
-        /// indexes need nothing for them.
-        var keepsItsKeys: Set<Int> = []
-    }
-
-    /// New objects of one save that become one object (<doc:MergePolicies>, rule 10).
-    struct Join {
-        /// Their rows, in the save's order.
-        var rows: [Int]
-        /// The stored object they become; nil when they become the first row's object.
-        var existing: ManagedObjectID?
-
-        /// The ID of the object they become (the first row's, temporary, when new).
-        func target(in rows: EncodedRows) -> ManagedObjectID {
-            existing ?? rows.rows[self.rows[0]].objectID ?? temporaryPlaceholder
-        }
-    }
-
     /// The groups of new objects of a save that the merge can make one: objects linked by
     /// claims of the same constrained values (two objects claiming one value of one
     /// constraint and another value of another are one group), each a new object with a
     /// temporary ID, with at most one stored holder among them that the save neither
     /// writes nor deletes. The rest is left to the final check, which fails the save.
-    func joins(of unique: UniqueChanges, in rows: EncodedRows, deleting deleted: [StoreChanges.Deletion]) -> [Join] {
+    func joins(of unique: UniqueChanges, in rows: EncodedRows, deleting deleted: [StoreChanges.Deletion]) -> [MergeJoin] {
         // Union-find over the rows, in arrays (a save of 1,000 upserts has 1,000 conflicts).
         var parent = Array(0..<rows.count)
         func root(_ index: Int) -> Int {
@@ -101,7 +54,7 @@ extension StoreWriter {
         }
         var taken = Set(deleted.map(\.objectID))
         for row in rows.rows where !row.isInsert { taken.insert(rowID(row)) }
-        var joins: [Join] = []
+        var joins: [MergeJoin] = []
         for indices in groups {
             let group = root(indices[0])
             guard !conflicted.contains(group),
@@ -112,13 +65,18 @@ extension StoreWriter {
             } else if indices.count < 2 {
                 continue
             }
-            joins.append(Join(rows: indices, existing: holder[group]))
+            joins.append(MergeJoin(rows: indices, existing: holder[group]))
         }
         return joins
     }
 
     /// The stored state of `id` with its to-many relationships, or nil when it has no row.
     func persistedSnapshot(of id: ManagedObjectID) throws -> ObjectSnapshot? {
+        try Self.persistedSnapshot(of: id, store: store, reader: reader)
+    }
+
+    /// ``persistedSnapshot(of:)`` through `reader`.
+    static func persistedSnapshot(of id: ManagedObjectID, store: StoreFile, reader: borrowing StoreReader<WriteTransaction>) throws -> ObjectSnapshot? {
         try StoreFile.translatingStorageErrors {
             let (storage, key) = try store.row(of: id)
             guard let rows = storage.rows else { return nil }
@@ -138,25 +96,6 @@ extension StoreWriter {
         }
     }
 
-    /// The state a saved row carries: its attributes (decoded from its record) and, for
-    /// an entity with relationships, their values.
-    private func rowSnapshot(_ row: EncodedRow, in rows: EncodedRows, storage: EntityStorage, id: ManagedObjectID) throws -> ObjectSnapshot {
-        var snapshot = ObjectSnapshot(objectID: id, entity: storage.entity, version: row.baseVersion)
-        let fields: [(UInt32, AttributeValue)]? = rows.bytes.withUnsafeBytes { bytes in
-            var fields: [(UInt32, AttributeValue)] = []
-            let decoded = try? RecordCodec.forEachField(
-                UnsafeRawBufferPointer(rebasing: bytes[row.record]), corrupt: { .corruptStore(store: "", reason: $0.reason) }
-            ) { number, value throws(StrataError) in fields.append((number, value)) }
-            return decoded == nil ? nil : fields
-        }
-        guard let fields else { throw StrataError.invalidObjectState(id, reason: "its encoded row does not decode") }
-        for (number, value) in fields {
-            if case .attribute(let slot)? = storage.field(numbered: number) { snapshot.attributes[slot] = value }
-        }
-        if let relationships = row.relationships { snapshot.relationships = relationships }
-        return snapshot
-    }
-
     /// Settles the conflicts of one save under `merging`'s policy and writes it: the
     /// conflicting rows merged (``RowMerge``), changes to rows deleted elsewhere dropped,
     /// deletions of rows changed elsewhere kept or dropped by the policy, relationship
@@ -170,197 +109,17 @@ extension StoreWriter {
         rowConflicts: [(index: Int, stored: UInt64?)], deletionConflicts: [(index: Int, stored: UInt64?)],
         unique: UniqueChanges? = nil
     ) throws -> (keys: [UInt64], result: MergeResult) {
-        var result = MergeResult()
-        var decided: [(id: ManagedObjectID, state: DecidedState)] = []
-        // 0. New objects claiming the same constrained values become one object (an upsert,
-        //    rule 10): the stored object that holds them, or else the first of them; each of
-        //    the others is upserted onto it in the save's order.
         let unique = try unique ?? uniqueChanges(rows, deleting: deleted)
         let joins = unique.conflicts.isEmpty ? [] : joins(of: unique, in: rows, deleting: deleted)
-        var source = rows
-        var referencing: Set<ManagedObjectID> = []
-        if !joins.isEmpty {
-            var ids: [ManagedObjectID: ManagedObjectID] = [:]
-            for join in joins {
-                for index in join.rows {
-                    guard let temporary = rows.rows[index].objectID, temporary != join.target(in: rows) else { continue }
-                    ids[temporary] = join.target(in: rows)
-                }
-            }
-            for index in source.rows.indices {
-                guard let relationships = source.rows[index].relationships else { continue }
-                let id = source.rows[index].objectID ?? temporaryPlaceholder
-                let replaced = ObjectSnapshot(objectID: id, version: 0, attributes: [], relationships: relationships).replacingIDs(ids).relationships
-                if replaced != relationships, ids[id] == nil { referencing.insert(rowID(source.rows[index])) }
-                source.rows[index].relationships = replaced
-            }
-        }
-        var work = MergeWork(rows: source)
-        work.rowIndex.reserveCapacity(source.count)
-        for (index, row) in source.rows.enumerated() {
-            if let id = row.objectID {
-                work.rowIndex[id] = index
-            }
-        }
-        work.touched = referencing   // their views of the objects that became one are read again
-        for join in joins {
-            let survivor = join.rows[0]
-            let row = source.rows[survivor]
-            let target = join.target(in: source)
-            guard let storage = store.entityStorage(numbered: row.entity) else { continue }
-            var base: ObjectSnapshot
-            var stored: ObjectSnapshot?
-            if let existing = join.existing {
-                guard let persisted = try persistedSnapshot(of: existing), let key = existing.primaryKey else { continue }
-                base = persisted
-                stored = persisted
-                work.adoptedKeys[survivor] = key.rawValue
-            } else {
-                base = try rowSnapshot(row, in: source, storage: storage, id: target)
-            }
-            for index in join.rows where index != survivor || join.existing != nil {
-                let object = try rowSnapshot(source.rows[index], in: source, storage: storage, id: target)
-                var merged = try RowMerge.upsert(entity: storage.entity, object: object, persisted: base, policy: merging.policy)
-                merged.version = base.version
-                result.settled += 1
-                decided.append((target, .adopted(survivor, object: object, persisted: base)))
-                base = merged
-            }
-            for index in join.rows {
-                guard let temporary = source.rows[index].objectID else { continue }
-                work.rowIndex[temporary] = nil
-                if temporary != target { result.adopted[temporary] = target }
-                if index != survivor {
-                    work.droppedRows.insert(index)
-                    work.sameRow[index] = survivor
-                }
-            }
-            work.rowIndex[target] = survivor
-            if let stored, storage.constraints.allSatisfy({ $0.slots.allSatisfy { stored.attributes[$0] == base.attributes[$0] } }) {
-                work.keepsItsKeys.insert(survivor)   // the stored row's unique entries stay as they are
-            }
-            work.resolved[survivor] = base
-        }
-        let rows = source
-
-        // 1. Each conflicting row, decided on its own.
-        for (index, stored) in rowConflicts {
-            let row = rows.rows[index]
-            guard let storage = store.entityStorage(numbered: row.entity), let key = PrimaryKey(row.key) else { continue }
-            let id = store.objectID(entity: storage.name, key: key)
-            work.rowIndex[id] = index
-            let object = try rowSnapshot(row, in: rows, storage: storage, id: id)
-            guard let change = merging.changes[index] else {
-                throw StoreWriteError.conflict([StoreConflict(objectID: id, expectedVersion: row.baseVersion, storedVersion: stored)])
-            }
-            guard stored != nil, let persisted = try persistedSnapshot(of: id) else {
-                // Deleted elsewhere: the deletion stands (rule 7); the changes are dropped.
-                let merge = RowMerge(entity: storage.entity, object: object, change: change, persisted: object)
-                work.droppedRows.insert(index)
-                work.existence[id] = false
-                result.vanished.insert(id)
-                result.settled += 1
-                decided.append((id, .vanished(object: object, cached: merge.cached)))
-                continue
-            }
-            let merge = RowMerge(entity: storage.entity, object: object, change: change, persisted: persisted)
-            var merged = try merge.merged(under: merging.policy, storedVersion: persisted.version)
-            merged.version = persisted.version
-            work.resolved[index] = merged
-            work.merges[index] = merge
-            result.settled += 1
-            decided.append((id, .merged(index)))
-        }
-
-        // Deletions of rows changed elsewhere: kept under the object-trumping policies,
-        // dropped (the object stays as stored) under the others (rule 8).
-        var keptDeletions: [StoreChanges.Deletion] = []
-        var dropped = Set<Int>()
-        for (index, stored) in deletionConflicts {
-            let deletion = deleted[index]
-            guard stored != nil, let persisted = try persistedSnapshot(of: deletion.objectID) else {
-                dropped.insert(index)   // already gone: nothing to delete
-                continue
-            }
-            result.settled += 1
-            switch merging.policy {
-            case .mergeByPropertyObjectTrump, .overwrite, .custom:
-                decided.append((deletion.objectID, .deleted(persisted: persisted)))
-                work.existence[deletion.objectID] = false
-                keptDeletions.append(StoreChanges.Deletion(objectID: deletion.objectID, expectedVersion: nil))
-                dropped.insert(index)
-            case .mergeByPropertyStoreTrump, .rollback, .error:
-                var kept = persisted
-                kept.relationships = kept.relationships.map { _ in .notLoaded }
-                work.fixups[deletion.objectID] = kept
-                work.existence[deletion.objectID] = true
-                decided.append((deletion.objectID, .undeleted(persisted: persisted)))
-                dropped.insert(index)
-            }
-        }
-        for (index, deletion) in deleted.enumerated() where !dropped.contains(index) {
-            work.existence[deletion.objectID] = false
-            keptDeletions.append(deletion)
-        }
-
-        // 2. Every edge a decision touched, made to agree on both ends.
-        for (id, state) in decided {
-            try makeEdgesAgree(of: id, state, in: &work)
-        }
-
-        // 3. The rows: as they came, merged, or dropped; then the fixed-up stored rows.
-        var written = EncodedRows()
-        var position = [Int?](repeating: nil, count: rows.count)
-        for (index, row) in rows.rows.enumerated() where !work.droppedRows.contains(index) {
-            guard let storage = store.entityStorage(numbered: row.entity) else { throw StrataError.unknownEntity("number \(row.entity)") }
-            if let merged = work.resolved[index] {
-                try RowEncoder.append(
-                    merged, storage: storage, key: work.adoptedKeys[index] ?? row.key, baseVersion: merged.version, carriesID: true,
-                    to: &written)
-            } else {
-                let start = written.bytes.count
-                written.bytes.append(contentsOf: rows.bytes[row.record.lowerBound..<row.indexValues.upperBound])
-                var copy = row
-                copy.record = start..<(start + row.record.count)
-                copy.indexValues = copy.record.upperBound..<(copy.record.upperBound + row.indexValues.count)
-                if let relationships = work.rowRelationships[index] { copy.relationships = relationships }
-                written.rows.append(copy)
-            }
-            position[index] = written.count - 1
-        }
-        for (id, snapshot) in work.fixups.sorted(by: { $0.key.description < $1.key.description }) {
-            guard snapshot.relationships.contains(where: { if case .notLoaded = $0 { false } else { true } }) else { continue }
-            let (storage, key) = try store.row(of: id)
-            try RowEncoder.append(snapshot, storage: storage, key: key.rawValue, baseVersion: snapshot.version, carriesID: true, to: &written)
-            work.touched.insert(id)
-        }
-
-        let writtenKeys = try writeChecked(written, deleting: keptDeletions, unique: try recheck(unique, rows: rows, written: written, at: position, resolved: work.resolved, keepingTheirKeys: work.keepsItsKeys, deleting: keptDeletions))
-        func key(of index: Int) -> UInt64 {
-            position[index].map { writtenKeys[$0] } ?? work.adoptedKeys[index] ?? rows.rows[index].key
-        }
-        let keys = rows.rows.indices.map { index in key(of: work.sameRow[index] ?? index) }
-
-        for merged in work.resolved.values {
-            var stored = merged
-            stored.version += 1
-            stored.relationships = stored.relationships.map { value in
-                if case .toMany = value { .notLoaded } else { value }
-            }
-            result.merged[stored.objectID] = stored
-        }
-        for (id, state) in decided {
-            guard case .undeleted(let persisted) = state else { continue }
-            var stored = persisted
-            if work.touched.contains(id) { stored.version += 1 }
-            stored.relationships = stored.relationships.map { value in
-                if case .toMany = value { .notLoaded } else { value }
-            }
-            result.undeleted[id] = stored
-        }
-        result.touched = work.touched.subtracting(result.merged.keys).subtracting(result.undeleted.keys).subtracting(result.vanished)
-        if !joins.isEmpty { result.replaceTemporaryIDs(of: rows, keys: keys, store: store) }
-        return (keys, result)
+        let planner = MergePlanner(source: LMDBMergeSource(store: store, transaction: reader.transaction))
+        let plan = try planner.plan(
+            rows, deleting: deleted, merging: merging, rowConflicts: rowConflicts, deletionConflicts: deletionConflicts, joins: joins)
+        let writtenKeys = try writeChecked(
+            plan.written, deleting: plan.keptDeletions,
+            unique: try recheck(
+                unique, rows: plan.rows, written: plan.written, at: plan.position, resolved: plan.work.resolved,
+                keepingTheirKeys: plan.work.keepsItsKeys, deleting: plan.keptDeletions))
+        return planner.finish(plan, writtenKeys: writtenKeys)
     }
 
     /// The unique-index changes of writing the merged save (`written`; `position`: where
@@ -392,205 +151,34 @@ extension StoreWriter {
         }
         return changes
     }
+}
 
-    /// How one object came out of the decisions.
-    enum DecidedState {
-        /// Its row was merged (the index of its row in the save).
-        case merged(Int)
-        /// Its row was deleted elsewhere: the save's changes to it were dropped.
-        case vanished(object: ObjectSnapshot, cached: ObjectSnapshot)
-        /// The save deletes it although it changed elsewhere.
-        case deleted(persisted: ObjectSnapshot)
-        /// The save meant to delete it, and it stays as stored.
-        case undeleted(persisted: ObjectSnapshot)
-        /// A new object of the save (row index) became this stored one (an upsert).
-        case adopted(Int, object: ObjectSnapshot, persisted: ObjectSnapshot)
+/// What a merge reads of an LMDB store: the writer's own transaction, so that it sees
+/// what the save wrote so far.
+struct LMDBMergeSource: MergeSource {
+    let store: StoreFile
+    /// The writer's transaction (see ``StoreReader/transaction``: it outlives the merge).
+    let transaction: UnsafePointer<WriteTransaction>
+
+    private var reader: StoreReader<WriteTransaction> { StoreReader(store: store, transaction: transaction) }
+
+    func entityStorage(named entityName: String) throws(StrataError) -> EntityStorage { try store.entityStorage(named: entityName) }
+    func entityStorage(numbered number: UInt16) -> EntityStorage? { store.entityStorage(numbered: number) }
+    func objectID(entity entityName: String, key: PrimaryKey) -> ManagedObjectID { store.objectID(entity: entityName, key: key) }
+    func row(of id: ManagedObjectID) throws(StrataError) -> (storage: EntityStorage, key: PrimaryKey) { try store.row(of: id) }
+
+    func persistedSnapshot(of id: ManagedObjectID) throws -> ObjectSnapshot? {
+        try StoreWriter.persistedSnapshot(of: id, store: store, reader: reader)
     }
 
-    /// Makes every relationship edge of `id` that its decision touched agree on both ends:
-    /// each destination it had in any of its states is linked back exactly when the
-    /// decided state holds it. An edge the other end cannot take without displacing
-    /// another object from a to-one relationship is dropped from `id`'s side instead, so
-    /// that no decision moves an object that neither side moved; an edge to an object
-    /// that is gone is dropped.
-    private mutating func makeEdgesAgree(of id: ManagedObjectID, _ state: DecidedState, in work: inout MergeWork) throws {
-        let storage = try store.entityStorage(named: id.entityName)
-        for (slot, relationship) in storage.relationships.enumerated() {
-            var candidates: [ManagedObjectID] = []
-            func add(_ value: RelationshipSnapshot?) {
-                switch value {
-                case .toOne(let destination?)?: candidates.append(destination)
-                case .toMany(let destinations)?: candidates += destinations
-                default: break
-                }
-            }
-            let target: Set<ManagedObjectID>?
-            switch state {
-            case .merged(let index):
-                guard let merge = work.merges[index], let merged = work.resolved[index] else { continue }
-                add(merge.object.relationships[slot])
-                add(merge.cached.relationships[slot])
-                add(merge.persisted.relationships[slot])
-                add(merged.relationships[slot])
-                target = Self.members(of: merged.relationships[slot])
-            case .vanished(let object, let cached):
-                add(object.relationships[slot])
-                add(cached.relationships[slot])
-                target = []
-            case .deleted(let persisted):
-                add(persisted.relationships[slot])
-                target = []
-            case .undeleted(let persisted):
-                add(persisted.relationships[slot])
-                target = Self.members(of: persisted.relationships[slot])
-            case .adopted(let index, let object, let persisted):
-                guard let merged = work.resolved[index] else { continue }
-                add(object.relationships[slot])
-                add(persisted.relationships[slot])
-                add(merged.relationships[slot])
-                target = Self.members(of: merged.relationships[slot])
-            }
-            guard let target else { continue }   // not known on this side: nothing was decided
-            var seen = Set<ManagedObjectID>()
-            let sourceIsToOne = !relationship.description.isToMany
-            for destination in candidates where seen.insert(destination).inserted {
-                // The saving context's view of the other end followed its own state: read again.
-                work.touched.insert(destination)
-                let present = target.contains(destination)
-                if try isGone(destination, in: &work) {
-                    if present { try removePlanned(destination, from: id, slot: slot, in: &work) }
-                    continue
-                }
-                let agreed = try makeEnd(
-                    destination, relationship: relationship.description.inverseName, of: id, sourceIsToOne: sourceIsToOne,
-                    present: present, in: &work)
-                if !agreed { try removePlanned(destination, from: id, slot: slot, in: &work) }
-            }
-        }
-    }
-
-    /// The members of a relationship value, or nil when it is not known.
-    private static func members(of value: RelationshipSnapshot) -> Set<ManagedObjectID>? {
-        switch value {
-        case .toOne(let id): id.map { [$0] } ?? []
-        case .toMany(let ids): Set(ids)
-        case .notLoaded: nil
-        }
-    }
-
-    /// Whether `id` has no row once the save is written.
-    private func isGone(_ id: ManagedObjectID, in work: inout MergeWork) throws -> Bool {
-        if let known = work.existence[id] { return !known }
-        if id.isTemporaryID || work.rowIndex[id] != nil { return false }
+    func exists(_ id: ManagedObjectID) throws -> Bool {
         let (storage, key) = try store.row(of: id)
-        let exists = try StoreFile.translatingStorageErrors { try reader.version(at: key, of: storage) } != nil
-        work.existence[id] = exists
-        return !exists
+        return try StoreFile.translatingStorageErrors { try reader.version(at: key, of: storage) } != nil
     }
 
-    /// Makes `end`'s relationship `name` (the inverse of one of `source`'s) hold `source`
-    /// exactly when `present`. An end derived from `source`'s own foreign key (a to-many
-    /// inverse of a to-one) follows that key when the row is written.
-    ///
-    /// - Returns: false when `present` and `end`'s to-one relationship holds another object.
-    private mutating func makeEnd(
-        _ end: ManagedObjectID, relationship name: String, of source: ManagedObjectID, sourceIsToOne: Bool, present: Bool,
-        in work: inout MergeWork
-    ) throws -> Bool {
-        let storage = try store.entityStorage(named: end.entityName)
-        guard let slot = storage.relationshipSlot(named: name) else { return true }
-        if storage.relationships[slot].description.isToMany && sourceIsToOne {
-            work.touched.insert(end)   // its links follow the source's foreign key
-            return true
-        }
-        switch try planned(end, slot: slot, storage: storage, in: &work) {
-        case .toOne(let held):
-            if present {
-                if held == source { return true }
-                if held != nil { return false }
-                try setPlanned(.toOne(source), of: end, slot: slot, storage: storage, in: &work)
-            } else {
-                guard held == source else { return true }
-                // A to-many side never clears the foreign key of the other end: that end's
-                // own row (its to-one) decides, and the links follow it (rule 11).
-                if !sourceIsToOne { return true }
-                try setPlanned(.toOne(nil), of: end, slot: slot, storage: storage, in: &work)
-            }
-        case .toMany(let ids):
-            let holds = ids.contains(source)
-            guard holds != present else { return true }
-            try setPlanned(.toMany(present ? ids + [source] : ids.filter { $0 != source }), of: end, slot: slot, storage: storage, in: &work)
-        case .notLoaded:
-            return true   // no row: nothing to agree with
-        }
-        return true
+    func destinations(of id: ManagedObjectID, relationship name: String) throws -> [ManagedObjectID] {
+        try reader.destinations(of: id, relationship: name)
     }
 
-    /// Takes `destination` out of relationship `slot` of `owner`'s planned state.
-    private mutating func removePlanned(_ destination: ManagedObjectID, from owner: ManagedObjectID, slot: Int, in work: inout MergeWork) throws {
-        let storage = try store.entityStorage(named: owner.entityName)
-        switch try planned(owner, slot: slot, storage: storage, in: &work) {
-        case .toOne(let held) where held == destination:
-            try setPlanned(.toOne(nil), of: owner, slot: slot, storage: storage, in: &work)
-        case .toMany(let ids) where ids.contains(destination):
-            try setPlanned(.toMany(ids.filter { $0 != destination }), of: owner, slot: slot, storage: storage, in: &work)
-        default:
-            break
-        }
-    }
-
-    /// Relationship `slot` of `id` as the save will leave it: its merged state, its row in
-    /// the save, or the store's (read when the save does not say).
-    private func planned(_ id: ManagedObjectID, slot: Int, storage: EntityStorage, in work: inout MergeWork) throws -> RelationshipSnapshot {
-        var value = RelationshipSnapshot.notLoaded
-        if let index = work.rowIndex[id] {
-            if work.droppedRows.contains(index) { return .notLoaded }
-            if let merged = work.resolved[index] {
-                value = merged.relationships[slot]
-            } else if let relationships = work.rowRelationships[index] ?? work.rows.rows[index].relationships, slot < relationships.count {
-                value = relationships[slot]
-            }
-        } else if let fixup = work.fixups[id] {
-            value = fixup.relationships[slot]
-        }
-        if case .notLoaded = value, !id.isTemporaryID {
-            let relationship = storage.relationships[slot].description
-            let destinations = try reader.destinations(of: id, relationship: relationship.name)
-            if relationship.isToMany {
-                value = .toMany(destinations)
-            } else {
-                // A to-one of a row that does not exist is no value at all.
-                let (_, key) = try store.row(of: id)
-                if try StoreFile.translatingStorageErrors({ try reader.version(at: key, of: storage) }) == nil { return .notLoaded }
-                value = .toOne(destinations.first)
-            }
-        }
-        return value
-    }
-
-    /// Sets relationship `slot` of `id`'s planned state.
-    private mutating func setPlanned(
-        _ value: RelationshipSnapshot, of id: ManagedObjectID, slot: Int, storage: EntityStorage, in work: inout MergeWork
-    ) throws {
-        if let index = work.rowIndex[id] {
-            if work.resolved[index] != nil {
-                work.resolved[index]!.relationships[slot] = value
-            } else {
-                var relationships = work.rowRelationships[index] ?? work.rows.rows[index].relationships
-                    ?? storage.entity.relationships.map { _ in .notLoaded }
-                relationships[slot] = value
-                work.rowRelationships[index] = relationships
-                work.touched.insert(id)
-            }
-            return
-        }
-        if work.fixups[id] == nil {
-            guard let stored = try reader.snapshot(of: id) else { return }
-            var fixup = stored
-            fixup.relationships = fixup.relationships.map { _ in .notLoaded }
-            work.fixups[id] = fixup
-        }
-        work.fixups[id]!.relationships[slot] = value
-        work.touched.insert(id)
-    }
+    func snapshot(of id: ManagedObjectID) throws -> ObjectSnapshot? { try reader.snapshot(of: id) }
 }
