@@ -188,24 +188,28 @@ struct PostgresFailureTests {
             }
         }
         #expect(pinned?.code == .unsupportedByStore)
-        // A merge policy that would settle a conflict.
-        let stale = ManagedObjectContext(.privateQueue, coordinator: coordinator)
-        stale.mergePolicy = .mergeByPropertyObjectTrump
-        try await stale.perform { context in _ = try context.existingObject(with: id).objectID }
-        try await ManagedObjectContext(.privateQueue, coordinator: try await store.coordinator()).perform { context in
-            (try context.existingObject(with: id) as? PGNote)?.priority = 2
+        // A new object a merging policy would upsert onto a stored one (a uniqueness constraint).
+        try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+            let tag = PGTag()
+            tag.label = "taken"
+            try context.insert(tag)
             try context.save()
         }
-        let merged = await stale.perform { context -> StrataError? in
-            (context.object(with: id) as? PGNote)?.title = "mine"
+        let upsert = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        upsert.mergePolicy = .mergeByPropertyObjectTrump
+        let refused = await upsert.perform { context -> StrataError? in
+            let tag = PGTag()
+            tag.label = "taken"
             do {
+                try context.insert(tag)
                 try context.save()
                 return nil
             } catch {
                 return error as? StrataError
             }
         }
-        #expect(merged?.code == .unsupportedByStore && merged?.unsupportedFeature?.contains("mergeByPropertyObjectTrump") == true)
+        #expect(refused?.code == .unsupportedByStore && refused?.unsupportedFeature?.contains("upserts") == true, "\(String(describing: refused))")
+        _ = id
     }
 
     @Test("after the coordinator closes, reads and saves fail with coordinatorClosed")

@@ -183,6 +183,30 @@ struct MergePolicyBehaviourTests {
         }
     }
 
+    @Test("a save that only deletes an object changed elsewhere is settled by the policy too: deleted under object trump, kept under store trump")
+    func deletionAloneOfARowChangedElsewhere() async throws {
+        for (policy, deletes) in [(MergePolicy.mergeByPropertyObjectTrump, true), (.mergeByPropertyStoreTrump, false)] {
+            let coordinator = try await MergeWorld.coordinator()
+            let id = try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+                let note = Note()
+                note.title = "alone"
+                try context.insert(note)
+                try context.save()
+                return note.objectID
+            }
+            let saving = try await Self.reader(coordinator, id, policy: policy, name: "saving")
+            try await Self.otherSave(coordinator, id) { note, _ in note.priority = 4 }
+            try await saving.perform { context in
+                try context.delete(try MergeWorld.note(id, in: context))
+                try context.save()
+            }
+            let stored = try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+                try context.fetch(FetchRequest<Note>()).first { $0.objectID == id }?.priority
+            }
+            #expect(stored == (deletes ? nil : 4), "\(policy)")
+        }
+    }
+
     @Test("detectConflicts(for:) fails the save whatever the policy when the checked object changed")
     func conflictChecksStillFail() async throws {
         let (coordinator, id) = try await Self.world()

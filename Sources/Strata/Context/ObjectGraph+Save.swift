@@ -137,11 +137,6 @@ extension ObjectGraph {
                 plan.saves[index].merging!.changes[plan.saves[index].rows.count - 1] = ObjectChange(of: object)
             }
         }
-        if policy.merges {
-            for index in plan.saves.indices where plan.saves[index].merging == nil {
-                plan.saves[index].merging = SaveMerging(policy: policy, changes: [:])
-            }
-        }
         for object in batch.deleted {
             let store = try plan.store(of: object, coordinator: coordinator)
             plan.saves[plan.index(of: store)].deleted.append(StoreChanges.Deletion(objectID: object.objectID, expectedVersion: object.rowVersion))
@@ -149,6 +144,13 @@ extension ObjectGraph {
         for object in unsaved.conflictChecks.values where object.owner === self && !object.hasChanges && !object.objectID.isTemporaryID {
             let store = try plan.store(of: object, coordinator: coordinator)
             plan.saves[plan.index(of: store)].checked.append(StoreChanges.Deletion(objectID: object.objectID, expectedVersion: object.rowVersion))
+        }
+        if policy.merges {
+            // Every store's part, deletions alone included: a deletion of a row changed
+            // elsewhere is settled by the policy too (kept or undone).
+            for index in plan.saves.indices where plan.saves[index].merging == nil {
+                plan.saves[index].merging = SaveMerging(policy: policy, changes: [:])
+            }
         }
         try checkStores(plan.related, plan.storeOfRelated)
         if let history {

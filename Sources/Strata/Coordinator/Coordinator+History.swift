@@ -46,6 +46,33 @@ extension PersistentStoreCoordinator {
         _ history: SaveHistory, of save: StoreSave, keys: [UInt64], merge: MergeResult?,
         tombstones: [ManagedObjectID: [String: AttributeValue]], with writer: borrowing StoreWriter
     ) throws {
+        let changes = history.changes(of: save, keys: keys, merge: merge, tombstones: tombstones)
+        guard !changes.isEmpty else { return }
+        let record = HistoryRecord(
+            timestamp: Date(), author: history.author, contextName: history.contextName, processID: getpid(), changes: changes)
+        let file = try save.store.requireLMDB("persistent history")
+        _ = try HistoryLog.append(
+            record, in: writer.reader.transaction.pointee, history: file.historyDatabase, metadata: file.metadataDatabase,
+            retention: save.store.options.historyRetention)
+    }
+}
+
+/// A row, by entity number and primary key.
+private struct RowKey: Hashable {
+    let entity: UInt16
+    let key: UInt64
+}
+
+extension SaveHistory {
+    /// The history changes of `save`, written with `keys` (each row's primary key) and
+    /// settled as `merge` says: a row per changed object (new objects joined into one are
+    /// one change; an upsert is an update of every attribute), none for a change dropped
+    /// because its object was deleted elsewhere, and a delete (with its tombstone) per
+    /// deleted object that stayed deleted.
+    func changes(
+        of save: StoreSave, keys: [UInt64], merge: MergeResult?, tombstones: [ManagedObjectID: [String: AttributeValue]]
+    ) -> [HistoryRecord.Change] {
+        let history = self
         var changes: [HistoryRecord.Change] = []
         changes.reserveCapacity(save.rows.count + save.deleted.count)
         // New objects merged into one row (a uniqueness constraint) are one change.
@@ -71,18 +98,6 @@ extension PersistentStoreCoordinator {
             else { continue }
             changes.append(HistoryRecord.Change(kind: .delete, entity: entity, primaryKey: key, tombstone: tombstones[deletion.objectID] ?? [:]))
         }
-        guard !changes.isEmpty else { return }
-        let record = HistoryRecord(
-            timestamp: Date(), author: history.author, contextName: history.contextName, processID: getpid(), changes: changes)
-        let file = try save.store.requireLMDB("persistent history")
-        _ = try HistoryLog.append(
-            record, in: writer.reader.transaction.pointee, history: file.historyDatabase, metadata: file.metadataDatabase,
-            retention: save.store.options.historyRetention)
+        return changes
     }
-}
-
-/// A row, by entity number and primary key.
-private struct RowKey: Hashable {
-    let entity: UInt16
-    let key: UInt64
 }

@@ -335,11 +335,12 @@ extension PersistentStoreCoordinator {
         var local = SaveOutcome()
         let written = try store.write(save)
         local.keys = [written.keys]
+        if let merge = written.merge { local.merge = merge }
         for (row, key) in zip(save.rows.rows, written.keys) {
             guard let id = row.objectID, let entity = store.entityStorage(numbered: row.entity), let primaryKey = PrimaryKey(key) else { continue }
             let permanent = store.objectID(entity: entity.name, key: primaryKey)
             if id.isTemporaryID { local.permanentIDs[id] = permanent }
-            local.versions[permanent] = row.baseVersion + 1
+            local.versions[permanent] = local.merge.merged[permanent]?.version ?? row.baseVersion + 1
         }
         return local
     }

@@ -66,28 +66,19 @@ extension SQLStore {
         return tombstones
     }
 
-    /// Appends the history record of `save` (written with `keys`), trims what the store's
-    /// retention no longer keeps, and sends the commit's notification: the last statements
-    /// of the save's transaction (the ordering lock is held from here to the commit).
+    /// Appends the history record of `save` (written with `keys`, settled as `merge` says),
+    /// trims what the store's retention no longer keeps, and sends the commit's
+    /// notification: the last statements of the save's transaction (the ordering lock is
+    /// held from here to the commit).
     func recordHistory(
-        of save: StoreSave, keys: [Int64], tombstones: [ManagedObjectID: [String: AttributeValue]], on connection: any SQLConnection
+        of save: StoreSave, keys: [UInt64], merge: MergeResult? = nil, tombstones: [ManagedObjectID: [String: AttributeValue]],
+        on connection: any SQLConnection
     ) throws {
         guard let history = save.history else {
             if driver.notifiesOnCommit { try notify(on: connection) }
             return
         }
-        var changes: [HistoryRecord.Change] = []
-        changes.reserveCapacity(save.rows.count + save.deleted.count)
-        for (index, row) in save.rows.rows.enumerated() where index < keys.count {
-            let kind: HistoryRecord.Kind = row.isInsert ? .insert : .update
-            let updated = index < history.updatedProperties.count ? history.updatedProperties[index] ?? [] : []
-            changes.append(HistoryRecord.Change(
-                kind: kind, entity: row.entity, primaryKey: UInt64(bitPattern: keys[index]), updatedProperties: kind == .update ? updated : []))
-        }
-        for deletion in save.deleted {
-            guard let key = deletion.objectID.primaryKey?.rawValue, let entity = schema.entityNumber(of: deletion.objectID.entityName) else { continue }
-            changes.append(HistoryRecord.Change(kind: .delete, entity: entity, primaryKey: key, tombstone: tombstones[deletion.objectID] ?? [:]))
-        }
+        let changes = history.changes(of: save, keys: keys, merge: merge, tombstones: tombstones)
         guard !changes.isEmpty else {
             if driver.notifiesOnCommit { try notify(on: connection) }
             return

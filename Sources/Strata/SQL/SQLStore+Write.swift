@@ -6,6 +6,8 @@ extension SQLStore {
     struct WriteOutcome {
         /// Each row's primary key, in the order of the save's rows.
         var keys: [UInt64] = []
+        /// What settling the save's conflicts did (nil: there were none).
+        var merge: MergeResult?
     }
 
     /// Writes `save` in one transaction: new rows inserted at version 1 (with keys from
@@ -15,19 +17,41 @@ extension SQLStore {
     /// join tables rewritten from the relationships the rows carry. A row whose version
     /// moved is a conflict: every conflict is collected, and the transaction rolled back.
     ///
+    /// A save under a merging policy (<doc:MergePolicies>) that meets conflicts is written
+    /// again in a new transaction that settles them (``writeMerging(_:merging:on:)``): the
+    /// first attempt costs nothing when there is no conflict, the usual case.
+    ///
     /// - Throws: ``StrataError/mergeConflicts(_:)`` with every conflict (nothing
-    ///   written); ``StrataError/constraintConflicts(_:)`` for rows that claim values of a
-    ///   uniqueness constraint another row holds; ``StrataError/unsupportedByStore(store:feature:)``
-    ///   for a save with a merge policy other than `.error` that meets a conflict;
-    ///   ``StrataError/database(store:failure:)`` when the server fails (the transaction
-    ///   is rolled back; a connection lost during the commit says so).
+    ///   written) under ``MergePolicy/error``, or when a ``ManagedObjectContext/detectConflicts(for:)``
+    ///   check fails; ``StrataError/constraintConflicts(_:)`` for rows that claim values of
+    ///   a uniqueness constraint another row holds; ``StrataError/unsupportedByStore(store:feature:)``
+    ///   for new objects a merging policy would upsert onto others (not yet on this store);
+    ///   what a custom policy throws; ``StrataError/database(store:failure:)`` when the
+    ///   server fails (the transaction is rolled back; a connection lost during the commit
+    ///   says so).
     func write(_ save: StoreSave) throws(StrataError) -> WriteOutcome {
-        try withConnection { connection in
-            try connection.transaction { try write(save, on: connection) }
+        do {
+            return try withConnection { connection in
+                try connection.transaction { try write(save, on: connection) }
+            }
+        } catch where error.code == .mergeConflicts {
+            guard let merging = save.merging, merging.policy.merges else { throw error }
+            return try withConnection { connection in
+                try connection.transaction { try writeMerging(save, merging: merging, on: connection) }
+            }
+        } catch where error.code == .constraintConflicts {
+            guard let merging = save.merging, merging.policy.merges,
+                  error.constraintConflicts.contains(where: { $0.objectIDs.contains(where: \.isTemporaryID) })
+            else { throw error }
+            throw .unsupportedByStore(
+                store: location,
+                feature: "settling uniqueness conflicts of new objects as upserts under merge policy \(merging.policy) (not yet on this store: give the existing object the new values, or save with .error); \(error)")
         }
     }
 
-    private func write(_ save: StoreSave, on connection: any SQLConnection) throws -> WriteOutcome {
+    /// Writes `save` on `connection`, in its transaction; with `recordsHistory`, its
+    /// history (and notification) too.
+    func write(_ save: StoreSave, on connection: any SQLConnection, recordsHistory: Bool = true) throws -> WriteOutcome {
         var outcome = WriteOutcome()
         var conflicts: [MergeConflict] = []
         // Keys first: a row's relationships may name rows the same save inserts.
@@ -45,7 +69,7 @@ extension SQLStore {
         var reserved: [String: ArraySlice<Int64>] = [:]
         for (name, need) in needed { reserved[name] = try makeKeys(need.count, for: need.table, on: connection)[...] }
         // The values history keeps of deleted rows, read before they go.
-        let tombstones = save.history == nil || save.deleted.isEmpty ? [:] : try tombstones(of: save.deleted, on: connection)
+        let tombstones = !recordsHistory || save.history == nil || save.deleted.isEmpty ? [:] : try tombstones(of: save.deleted, on: connection)
         for row in save.rows.rows {
             guard let storage = entityStorage(numbered: row.entity), let table = layout.tables[storage.name] else {
                 throw StrataError.unknownEntity("number \(row.entity)")
@@ -79,8 +103,11 @@ extension SQLStore {
                     case .toOne(let slot, let destination, _):
                         let target: ManagedObjectID?
                         switch row.relationships?[slot] {
-                        case .toOne(let id)?: target = id.map { permanent[$0] ?? $0 }
-                        default: target = nil
+                        case .toOne(let id)?:
+                            target = id.map { permanent[$0] ?? $0 }
+                        default:
+                            if !row.isInsert { continue }   // not known to the save: the stored value stays
+                            target = nil
                         }
                         let targetKey = target?.primaryKey.map { SQLValue.int64(Int64(bitPattern: $0.rawValue)) } ?? .null
                         columns.append(SQLName.quoted(column.name))
@@ -141,16 +168,9 @@ extension SQLStore {
                 conflicts.append(try conflict(on: check.objectID, table: table, key: key, expected: expected, on: connection))
             }
         }
-        if !conflicts.isEmpty {
-            if let merging = save.merging {
-                throw StrataError.unsupportedByStore(
-                    store: location,
-                    feature: "settling save conflicts with merge policy \(merging.policy) (this store settles none yet: use .error and retry); \(conflicts.count) conflict(s)")
-            }
-            throw StrataError.mergeConflicts(conflicts)
-        }
-        try recordHistory(of: save, keys: keys, tombstones: tombstones, on: connection)
+        if !conflicts.isEmpty { throw StrataError.mergeConflicts(conflicts) }
         outcome.keys = keys.map { UInt64(bitPattern: $0) }
+        if recordsHistory { try recordHistory(of: save, keys: outcome.keys, tombstones: tombstones, on: connection) }
         return outcome
     }
 

@@ -1,0 +1,267 @@
+import Foundation
+@testable import Strata
+import StrataLocks
+import StrataPostgres
+import Testing
+
+@Suite("PostgreSQL store: merge policies settle conflicts across instances as on LMDB")
+struct PostgresMergeTests {
+    /// What a fresh context of `coordinator` reads of note `id`: title, body, priority.
+    static func stored(_ id: ManagedObjectID, in coordinator: PersistentStoreCoordinator) async throws -> (String, String?, Int16)? {
+        // A fetch asks the server (a fault may reuse a row this coordinator cached).
+        try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+            try context.fetch(FetchRequest<PGNote>()).first { $0.objectID == id }.map { ($0.title, $0.body, $0.priority) }
+        }
+    }
+
+    /// A note saved in A; a context of B under `policy` that read it; then A changes its
+    /// title and body, and B's context its title and priority, and saves.
+    static func conflict(
+        under policy: MergePolicy
+    ) async throws -> (store: PostgresTestStore, a: PersistentStoreCoordinator, b: ManagedObjectContext, id: ManagedObjectID, error: StrataError?) {
+        let store = PostgresTestStore()
+        let a = try await store.coordinator()
+        let coordinatorB = try await store.coordinator()
+        let id = try await PostgresSaveTests.savedNote(in: a)
+        let b = ManagedObjectContext(.privateQueue, coordinator: coordinatorB)
+        b.mergePolicy = policy
+        try await b.perform { context in
+            context.retainsRegisteredObjects = true
+            _ = try context.existingObject(with: id).objectID
+        }
+        try await ManagedObjectContext(.privateQueue, coordinator: a).perform { context in
+            let note = try #require(try context.existingObject(with: id) as? PGNote)
+            note.title = "A"
+            note.body = "A-body"
+            try context.save()
+        }
+        let error = await b.perform { context -> StrataError? in
+            guard let note = context.registeredObject(for: id) as? PGNote else { return nil }
+            note.title = "B"
+            note.priority = 5
+            do {
+                try context.save()
+                return nil
+            } catch {
+                return error as? StrataError
+            }
+        }
+        return (store, a, b, id, error)
+    }
+
+    @Test("property trumps: each side's own changes stay, the property both changed goes to the object (object trump) or the store (store trump); the saving context holds the merged state")
+    func propertyTrumps() async throws {
+        let object = try await Self.conflict(under: .mergeByPropertyObjectTrump)
+        #expect(object.error == nil, "\(String(describing: object.error))")
+        #expect(try await Self.stored(object.id, in: object.a).map { "\($0.0) \($0.1 ?? "nil") \($0.2)" } == "B A-body 5")
+        let held = await object.b.perform { context in
+            (context.registeredObject(for: object.id) as? PGNote).map { "\($0.title) \($0.body ?? "nil") \($0.priority) \(context.hasChanges)" }
+        }
+        #expect(held == "B A-body 5 false")
+        // The context's version is the stored one: its next change saves without a conflict.
+        try await object.b.perform { context in
+            (context.registeredObject(for: object.id) as? PGNote)?.priority = 6
+            try context.save()
+        }
+        #expect(try await Self.stored(object.id, in: object.a)?.2 == 6)
+
+        let store = try await Self.conflict(under: .mergeByPropertyStoreTrump)
+        #expect(store.error == nil)
+        #expect(try await Self.stored(store.id, in: store.a).map { "\($0.0) \($0.1 ?? "nil") \($0.2)" } == "A A-body 5")
+    }
+
+    @Test("overwrite writes the saving side's whole state; rollback keeps the stored state and drops the save's changes to it")
+    func overwriteAndRollback() async throws {
+        let overwrite = try await Self.conflict(under: .overwrite)
+        #expect(overwrite.error == nil)
+        #expect(try await Self.stored(overwrite.id, in: overwrite.a).map { "\($0.0) \($0.1 ?? "nil") \($0.2)" } == "B nil 5")
+        let rollback = try await Self.conflict(under: .rollback)
+        #expect(rollback.error == nil)
+        #expect(try await Self.stored(rollback.id, in: rollback.a).map { "\($0.0) \($0.1 ?? "nil") \($0.2)" } == "A A-body 0")
+        let held = await rollback.b.perform { context in (context.registeredObject(for: rollback.id) as? PGNote).map { "\($0.title) \($0.priority)" } }
+        #expect(held == "A 0")
+    }
+
+    @Test("a custom policy decides each property both sides changed, and what it throws fails the save, writing nothing")
+    func customPolicy() async throws {
+        let resolver = MergeResolver { conflict, key in
+            key == "title" ? .attribute(.string("custom \(conflict.objectID.primaryKey?.rawValue ?? 0)")) : .object
+        }
+        let custom = try await Self.conflict(under: .custom(resolver))
+        #expect(custom.error == nil)
+        let title = try await Self.stored(custom.id, in: custom.a)?.0
+        #expect(title == "custom \(custom.id.primaryKey?.rawValue ?? 0)")
+
+        struct Refused: Error {}
+        let failing = try await Self.conflict(under: .custom(MergeResolver { _, _ in throw Refused() }))
+        #expect(failing.error != nil)
+        #expect(try await Self.stored(failing.id, in: failing.a).map { "\($0.0) \($0.2)" } == "A 0", "nothing written")
+    }
+
+    @Test("a change to a row deleted elsewhere is dropped; a deletion of a row changed elsewhere stands under object trump and is undone under store trump")
+    func deletions() async throws {
+        let store = PostgresTestStore()
+        let a = try await store.coordinator()
+        let b = try await store.coordinator()
+        let changed = try await PostgresSaveTests.savedNote(in: a)
+        let removed = try await PostgresSaveTests.savedNote(in: a)
+        let kept = try await PostgresSaveTests.savedNote(in: a)
+        // Object trump: B changes `changed` (which A deletes) and deletes `removed` (which A changes).
+        let first = ManagedObjectContext(.privateQueue, coordinator: b)
+        first.mergePolicy = .mergeByPropertyObjectTrump
+        try await first.perform { context in
+            context.retainsRegisteredObjects = true
+            _ = try context.existingObject(with: changed).objectID
+            _ = try context.existingObject(with: removed).objectID
+        }
+        try await ManagedObjectContext(.privateQueue, coordinator: a).perform { context in
+            (try context.existingObject(with: removed) as? PGNote)?.title = "changed in A"
+            try context.delete(try context.existingObject(with: changed))
+            try context.save()
+        }
+        try await first.perform { context in
+            (context.registeredObject(for: changed) as? PGNote)?.title = "changed in B"
+            let doomed = context.registeredObject(for: removed)
+            try context.delete(try #require(doomed))
+            try context.save()
+        }
+        let vanished = await first.perform { context in context.registeredObject(for: changed) == nil }
+        #expect(vanished, "the object deleted elsewhere left the saving context")
+        // Store trump: B deletes `kept`, which A changes.
+        let second = ManagedObjectContext(.privateQueue, coordinator: b)
+        second.mergePolicy = .mergeByPropertyStoreTrump
+        try await second.perform { context in
+            context.retainsRegisteredObjects = true
+            _ = try context.existingObject(with: kept).objectID
+        }
+        try await ManagedObjectContext(.privateQueue, coordinator: a).perform { context in
+            (try context.existingObject(with: kept) as? PGNote)?.title = "changed in A"
+            try context.save()
+        }
+        try await second.perform { context in
+            let doomed = context.registeredObject(for: kept)
+            try context.delete(try #require(doomed))
+            try context.save()
+        }
+        #expect(try await Self.stored(changed, in: a) == nil, "deleted in A: B's change was dropped, not resurrected")
+        #expect(try await Self.stored(removed, in: a) == nil, "object trump: B's deletion stands")
+        #expect(try await Self.stored(kept, in: a)?.0 == "changed in A", "store trump: the row A changed stays")
+        let rows = try store.execute("SELECT count(*) FROM \"\(store.schema)\".\"Note\"").rows.first?.first?.integer
+        #expect(rows == 1)
+    }
+
+    @Test("many-to-many members both sides changed merge member by member, and both join tables agree")
+    func membersMerge() async throws {
+        let store = PostgresTestStore()
+        let a = try await store.coordinator()
+        let b = try await store.coordinator()
+        let (note, t1, t2, t3) = try await ManagedObjectContext(.privateQueue, coordinator: a).perform { context in
+            let note = PGNote(), t1 = PGTag(), t2 = PGTag(), t3 = PGTag()
+            note.title = "n"
+            t1.label = "t1"
+            t2.label = "t2"
+            t3.label = "t3"
+            for object in [note, t1, t2, t3] as [ManagedObject] { try context.insert(object) }
+            note.tags = [t1]
+            try context.save()
+            return (note.objectID, t1.objectID, t2.objectID, t3.objectID)
+        }
+        let context = ManagedObjectContext(.privateQueue, coordinator: b)
+        context.mergePolicy = .mergeByPropertyObjectTrump
+        try await context.perform { context in
+            context.retainsRegisteredObjects = true
+            _ = try #require(context.existingObject(with: note) as? PGNote).tags.count
+        }
+        try await ManagedObjectContext(.privateQueue, coordinator: a).perform { context in
+            let stored = try #require(try context.existingObject(with: note) as? PGNote)
+            stored.tags.insert(try #require(try context.existingObject(with: t3) as? PGTag))
+            try context.save()
+        }
+        try await context.perform { context in
+            let held = try #require(context.registeredObject(for: note) as? PGNote)
+            held.tags.insert(try #require(try context.existingObject(with: t2) as? PGTag))
+            held.tags.remove(try #require(try context.existingObject(with: t1) as? PGTag))
+            try context.save()
+        }
+        let (members, inverse) = try await ManagedObjectContext(.privateQueue, coordinator: try await store.coordinator()).perform { context in
+            let stored = try #require(try context.existingObject(with: note) as? PGNote)
+            let members = Set(stored.tags.map(\.objectID))
+            var inverse: [ManagedObjectID: Bool] = [:]
+            for id in [t1, t2, t3] {
+                inverse[id] = try #require(try context.existingObject(with: id) as? PGTag).notes.contains { $0.objectID == note }
+            }
+            return (members, inverse)
+        }
+        #expect(members == [t2, t3], "A's addition and B's addition and removal")
+        #expect(inverse == [t1: false, t2: true, t3: true], "the tags' side agrees")
+    }
+
+    @Test("detectConflicts(for:) fails the save under a merging policy too, writing nothing")
+    func detectedConflicts() async throws {
+        let store = PostgresTestStore()
+        let a = try await store.coordinator()
+        let b = try await store.coordinator()
+        let watched = try await PostgresSaveTests.savedNote(in: a)
+        let context = ManagedObjectContext(.privateQueue, coordinator: b)
+        context.mergePolicy = .mergeByPropertyObjectTrump
+        try await context.perform { context in
+            context.retainsRegisteredObjects = true
+            try context.detectConflicts(for: try context.existingObject(with: watched))
+        }
+        try await ManagedObjectContext(.privateQueue, coordinator: a).perform { context in
+            (try context.existingObject(with: watched) as? PGNote)?.title = "A"
+            try context.save()
+        }
+        let failure = await context.perform { context -> StrataError? in
+            let note = PGNote()
+            note.title = "new"
+            do {
+                try context.insert(note)
+                try context.save()
+                return nil
+            } catch {
+                return error as? StrataError
+            }
+        }
+        #expect(failure?.code == .mergeConflicts)
+        #expect(try store.execute("SELECT count(*) FROM \"\(store.schema)\".\"Note\"").rows.first?.first?.integer == 1)
+    }
+
+    @Test("contexts of two instances each changing their own property of one note at once, under object trump: every change is kept")
+    func concurrentMerges() async throws {
+        let store = PostgresTestStore()
+        let a = try await store.coordinator()
+        let b = try await store.coordinator()
+        let id = try await PostgresSaveTests.savedNote(in: a)
+        // Writers 0 and 1 own size and score; writers 2 and 3 share views (and set pinned).
+        let coordinators = [a, b, a, b]
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (role, coordinator) in coordinators.enumerated() {
+                group.addTask {
+                    let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+                    context.mergePolicy = .mergeByPropertyObjectTrump
+                    for round in 1...10 {
+                        try await context.perform { context in
+                            let note = try #require(try context.existingObject(with: id) as? PGNote)
+                            switch role {
+                            case 0: note.size = Int64(round)
+                            case 1: note.score = Double(round)
+                            default:
+                                note.views = Int32(role * 100 + round)
+                                note.pinned = true
+                            }
+                            try context.save()
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let final = try await ManagedObjectContext(.privateQueue, coordinator: try await store.coordinator()).perform { context in
+            let note = try #require(try context.existingObject(with: id) as? PGNote)
+            return (note.size, note.score, note.views, note.pinned)
+        }
+        #expect(final.0 == 10 && final.1 == 10 && final.3)
+        #expect(final.2 == 210 || final.2 == 310, "the last views written by one of its two writers")
+    }
+}
