@@ -264,4 +264,49 @@ struct PostgresMergeTests {
         #expect(final.0 == 10 && final.1 == 10 && final.3)
         #expect(final.2 == 210 || final.2 == 310, "the last views written by one of its two writers")
     }
+
+    @Test("a save chosen as a deadlock's victim (40P01) is run again, and goes through")
+    func deadlockVictimRetried() async throws {
+        let store = PostgresTestStore()
+        let coordinator = try await store.coordinator()
+        let x = try await PostgresSaveTests.savedNote(in: coordinator)
+        let y = try await PostgresSaveTests.savedNote(in: coordinator)
+        let (keyX, keyY) = (try #require(x.primaryKey?.rawValue), try #require(y.primaryKey?.rawValue))
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try await context.perform { context in
+            context.retainsRegisteredObjects = true
+            for id in [x, y] { _ = try context.existingObject(with: id).objectID }
+        }
+        // Another transaction holds y; the save locks x, then waits for y; the other
+        // transaction then asks for x: a deadlock, whose victim is the save (it waited first).
+        let saving = try await PostgresFailureTests.whileRowLocked(store, key: keyY) { holder -> Task<StrataError?, Never> in
+            let saving = Task {
+                await context.perform { context -> StrataError? in
+                    (context.registeredObject(for: x) as? PGNote)?.title = "x saved"
+                    (context.registeredObject(for: y) as? PGNote)?.title = "y saved"
+                    do {
+                        try context.save()
+                        return nil
+                    } catch {
+                        return error as? StrataError
+                    }
+                }
+            }
+            var blocked = 0
+            let deadline = Date().addingTimeInterval(60)
+            while blocked == 0, Date() < deadline {
+                blocked = try holder.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))", []
+                ).rows.first?.first?.integer.map(Int.init) ?? 0
+                if blocked == 0 { Thread.sleep(forTimeInterval: 0.02) }
+            }
+            // Returns once the server ends the deadlock by aborting the save's transaction.
+            _ = try holder.execute("SELECT 1 FROM \"\(store.schema)\".\"Note\" WHERE \"_pk\" = $1 FOR UPDATE", [.int64(Int64(keyX))])
+            return saving   // this transaction ends (ROLLBACK) as the helper returns; the retry then goes through
+        }
+        let failure = await saving.value
+        #expect(failure == nil, "\(String(describing: failure))")
+        let titles = try store.execute("SELECT title FROM \"\(store.schema)\".\"Note\" ORDER BY \"_pk\"").rows
+        #expect(titles == [[.text("x saved")], [.text("y saved")]])
+    }
 }

@@ -31,13 +31,17 @@ extension SQLStore {
     ///   says so).
     func write(_ save: StoreSave) throws(StrataError) -> WriteOutcome {
         do {
-            return try withConnection { connection in
-                try connection.transaction { try write(save, on: connection) }
+            return try retryingDeadlocks { () throws(StrataError) -> WriteOutcome in
+                try withConnection { connection in
+                    try connection.transaction { try write(save, on: connection) }
+                }
             }
         } catch where error.code == .mergeConflicts {
             guard let merging = save.merging, merging.policy.merges else { throw error }
-            return try withConnection { connection in
-                try connection.transaction { try writeMerging(save, merging: merging, on: connection) }
+            return try retryingDeadlocks { () throws(StrataError) -> WriteOutcome in
+                try withConnection { connection in
+                    try connection.transaction { try writeMerging(save, merging: merging, on: connection) }
+                }
             }
         } catch where error.code == .constraintConflicts {
             guard let merging = save.merging, merging.policy.merges,
@@ -46,6 +50,20 @@ extension SQLStore {
             throw .unsupportedByStore(
                 store: location,
                 feature: "settling uniqueness conflicts of new objects as upserts under merge policy \(merging.policy) (not yet on this store: give the existing object the new values, or save with .error); \(error)")
+        }
+    }
+
+    /// Runs `attempt` (one whole transaction) again when the server chose it as the victim
+    /// of a deadlock (`40P01`) or a serialization failure (`40001`): it rolled back, so
+    /// running it again is safe. At most 5 attempts, then the failure stands.
+    private func retryingDeadlocks<R>(_ attempt: () throws(StrataError) -> R) throws(StrataError) -> R {
+        var attempts = 1
+        while true {
+            do {
+                return try attempt()
+            } catch where attempts < 5 && ["40P01", "40001"].contains(error.databaseFailure?.sqlState ?? "") {
+                attempts += 1
+            }
         }
     }
 
@@ -89,8 +107,18 @@ extension SQLStore {
         try checkUniqueness(of: save, keys: keys, permanent: permanent, on: connection)
         var inserts: [String: (columns: [String], rows: [[SQLValue]])] = [:]
         var insertOrder: [SQLTable] = []
+        // Changed rows in one order for every save (entity, then key): two saves that change
+        // the same rows lock them in the same order, so they wait for each other instead
+        // of deadlocking. New rows keep the save's order.
+        let order = save.rows.rows.indices.sorted { a, b in
+            let x = save.rows.rows[a], y = save.rows.rows[b]
+            if x.isInsert != y.isInsert { return x.isInsert }
+            if x.isInsert { return a < b }
+            return (x.entity, keys[a]) < (y.entity, keys[b])
+        }
         try save.rows.bytes.withUnsafeBytes { bytes in
-            for (index, row) in save.rows.rows.enumerated() {
+            for index in order {
+                let row = save.rows.rows[index]
                 guard let storage = entityStorage(numbered: row.entity), let table = layout.tables[storage.name] else { continue }
                 let record = try decodeRecord(UnsafeRawBufferPointer(rebasing: bytes[row.record]), of: storage, key: keys[index])
                 var columns: [String] = []
@@ -144,7 +172,7 @@ extension SQLStore {
             guard let (columns, rows) = inserts[table.tableName] else { continue }
             try insert(rows, columns: columns, into: table, on: connection)
         }
-        for deletion in save.deleted {
+        for deletion in save.deleted.sorted(by: { ($0.objectID.entityName, $0.objectID.primaryKey?.rawValue ?? 0) < ($1.objectID.entityName, $1.objectID.primaryKey?.rawValue ?? 0) }) {
             let (table, key) = try row(of: deletion.objectID)
             var sql = "DELETE FROM \(table.name) WHERE \(SQLName.quoted(SQLLayout.keyColumn)) = $1"
             var binds: [SQLValue] = [.int64(key)]
