@@ -188,27 +188,6 @@ struct PostgresFailureTests {
             }
         }
         #expect(pinned?.code == .unsupportedByStore)
-        // A new object a merging policy would upsert onto a stored one (a uniqueness constraint).
-        try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
-            let tag = PGTag()
-            tag.label = "taken"
-            try context.insert(tag)
-            try context.save()
-        }
-        let upsert = ManagedObjectContext(.privateQueue, coordinator: coordinator)
-        upsert.mergePolicy = .mergeByPropertyObjectTrump
-        let refused = await upsert.perform { context -> StrataError? in
-            let tag = PGTag()
-            tag.label = "taken"
-            do {
-                try context.insert(tag)
-                try context.save()
-                return nil
-            } catch {
-                return error as? StrataError
-            }
-        }
-        #expect(refused?.code == .unsupportedByStore && refused?.unsupportedFeature?.contains("upserts") == true, "\(String(describing: refused))")
         _ = id
     }
 

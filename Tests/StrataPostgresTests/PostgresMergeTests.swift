@@ -309,4 +309,87 @@ struct PostgresMergeTests {
         let titles = try store.execute("SELECT title FROM \"\(store.schema)\".\"Note\" ORDER BY \"_pk\"").rows
         #expect(titles == [[.text("x saved")], [.text("y saved")]])
     }
+
+    @Test("upserts: under a merging policy a new object claiming a stored object's constrained values becomes it (its ID, its row), and new objects claiming each other's become one; relationships follow; .error still fails")
+    func upserts() async throws {
+        let store = PostgresTestStore()
+        let a = try await store.coordinator()
+        let b = try await store.coordinator()
+        let stored = try await ManagedObjectContext(.privateQueue, coordinator: a).perform { context in
+            let tag = PGTag()
+            tag.label = "swift"
+            try context.insert(tag)
+            try context.save()
+            return tag.objectID
+        }
+        // .error: the same save fails, writing nothing.
+        let strict = await ManagedObjectContext(.privateQueue, coordinator: b).perform { context -> StrataError? in
+            let tag = PGTag()
+            tag.label = "swift"
+            do {
+                try context.insert(tag)
+                try context.save()
+                return nil
+            } catch {
+                return error as? StrataError
+            }
+        }
+        #expect(strict?.code == .constraintConflicts)
+        let context = ManagedObjectContext(.privateQueue, coordinator: b)
+        context.mergePolicy = .mergeByPropertyObjectTrump
+        let (note, adopted) = try await context.perform { context in
+            let note = PGNote(), tag = PGTag(), first = PGTag(), second = PGTag()
+            note.title = "tagged"
+            tag.label = "swift"
+            first.label = "new"
+            second.label = "new"
+            for object in [note, tag, first, second] as [ManagedObject] { try context.insert(object) }
+            note.tags = [tag, first, second]
+            try context.save()
+            return (note.objectID, tag.objectID)
+        }
+        #expect(adopted == stored, "the new tag took the stored tag's ID")
+        let labels = try store.execute("SELECT label, count(*) FROM \"\(store.schema)\".\"Tag\" GROUP BY label ORDER BY label").rows
+        #expect(labels == [[.text("new"), .int64(1)], [.text("swift"), .int64(1)]])
+        let (members, linked) = try await ManagedObjectContext(.privateQueue, coordinator: try await store.coordinator()).perform { context in
+            let fetched = try #require(try context.fetch(FetchRequest<PGNote>()).first { $0.objectID == note })
+            let swift = try #require(try context.existingObject(with: stored) as? PGTag)
+            return (fetched.tags.map(\.label).sorted(), swift.notes.map(\.objectID))
+        }
+        #expect(members == ["new", "swift"])
+        #expect(linked == [note], "the stored tag's side lists the note")
+    }
+
+    @Test("upserts racing across instances: contexts of two instances inserting the same new labels at once end with one row per label, and every save goes through")
+    func racingUpserts() async throws {
+        let store = PostgresTestStore()
+        let a = try await store.coordinator()
+        let b = try await store.coordinator()
+        let failures = LockedValue<[String]>([])
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for role in 0..<4 {
+                group.addTask {
+                    let context = ManagedObjectContext(.privateQueue, coordinator: role % 2 == 0 ? a : b)
+                    context.mergePolicy = .mergeByPropertyObjectTrump
+                    for round in 0..<8 {
+                        await context.perform { context in
+                            do {
+                                let tag = PGTag()
+                                tag.label = "label \(round)"
+                                try context.insert(tag)
+                                try context.save()
+                                context.reset()
+                            } catch {
+                                failures.withLock { $0.append("\(error)") }
+                            }
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
+        let rows = try store.execute("SELECT count(*), count(DISTINCT label) FROM \"\(store.schema)\".\"Tag\"").rows.first
+        #expect(rows == [.int64(8), .int64(8)])
+    }
 }

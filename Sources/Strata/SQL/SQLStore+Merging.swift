@@ -36,7 +36,17 @@ extension SQLStore {
             if stored != expected { deletionConflicts.append((index, stored)) }
         }
         let checksFail = save.checked.contains { check in check.expectedVersion.map { versions[check.objectID] != $0 } ?? false }
-        if checksFail || (rowConflicts.isEmpty && deletionConflicts.isEmpty) {
+        let planner = MergePlanner(source: SQLMergeSource(store: self, connection: connection))
+        // New objects claiming constrained values a stored row (locked) or another new
+        // object holds become one object: upserts (rule 10).
+        var joins: [MergeJoin] = []
+        if !checksFail {
+            let unique = try uniquenessConflicts(of: save, keys: save.rows.rows.map { Int64(bitPattern: $0.key) }, on: connection, locking: true)
+            if !unique.isEmpty {
+                joins = planner.joins(of: unique.map { ($0.claimants, $0.existing) }, in: save.rows, deleting: save.deleted)
+            }
+        }
+        if checksFail || (rowConflicts.isEmpty && deletionConflicts.isEmpty && joins.isEmpty) {
             // A failed detectConflicts(for:) check fails the save whatever the policy (the
             // write reports every conflict); with nothing in conflict now, the save is
             // written as it came.
@@ -44,12 +54,11 @@ extension SQLStore {
         }
 
         // 2. Decide, reading what the decisions need through the same transaction.
-        let planner = MergePlanner(source: SQLMergeSource(store: self, connection: connection))
         let plan: MergePlanner<SQLMergeSource>.Plan
         do {
             plan = try planner.plan(
                 save.rows, deleting: save.deleted, merging: merging, rowConflicts: rowConflicts, deletionConflicts: deletionConflicts,
-                joins: [])
+                joins: joins)
         } catch let StoreWriteError.conflict(conflicts) {
             throw StrataError.mergeConflicts(conflicts.map { conflict in
                 MergeConflict(

@@ -30,42 +30,55 @@ extension SQLStore {
     ///   server fails (the transaction is rolled back; a connection lost during the commit
     ///   says so).
     func write(_ save: StoreSave) throws(StrataError) -> WriteOutcome {
+        // A merging save that loses a race for constrained values (another instance's row
+        // came first: the unique index's violation) tries again, and merges into that row.
+        let merges = save.merging?.policy.merges ?? false
         do {
-            return try retryingDeadlocks { () throws(StrataError) -> WriteOutcome in
+            return try retryingDeadlocks(alsoRetrying: merges ? Self.uniqueViolation : []) { () throws(StrataError) -> WriteOutcome in
                 try withConnection { connection in
                     try connection.transaction { try write(save, on: connection) }
                 }
             }
         } catch where error.code == .mergeConflicts {
             guard let merging = save.merging, merging.policy.merges else { throw error }
-            return try retryingDeadlocks { () throws(StrataError) -> WriteOutcome in
+            return try retryingDeadlocks(alsoRetrying: Self.uniqueViolation) { () throws(StrataError) -> WriteOutcome in
                 try withConnection { connection in
                     try connection.transaction { try writeMerging(save, merging: merging, on: connection) }
                 }
             }
         } catch where error.code == .constraintConflicts {
-            guard let merging = save.merging, merging.policy.merges,
-                  error.constraintConflicts.contains(where: { $0.objectIDs.contains(where: \.isTemporaryID) })
-            else { throw error }
-            throw .unsupportedByStore(
-                store: location,
-                feature: "settling uniqueness conflicts of new objects as upserts under merge policy \(merging.policy) (not yet on this store: give the existing object the new values, or save with .error); \(error)")
+            // New objects claiming stored (or each other's) constrained values: upserts.
+            guard let merging = save.merging, merging.policy.merges else { throw error }
+            return try retryingDeadlocks(alsoRetrying: Self.uniqueViolation) { () throws(StrataError) -> WriteOutcome in
+                try withConnection { connection in
+                    try connection.transaction { try writeMerging(save, merging: merging, on: connection) }
+                }
+            }
         }
     }
 
     /// Runs `attempt` (one whole transaction) again when the server chose it as the victim
     /// of a deadlock (`40P01`) or a serialization failure (`40001`): it rolled back, so
     /// running it again is safe. At most 5 attempts, then the failure stands.
-    private func retryingDeadlocks<R>(_ attempt: () throws(StrataError) -> R) throws(StrataError) -> R {
+    ///
+    /// A merging save also retries on `alsoRetrying`: a unique index's violation (`23505`)
+    /// means another instance committed a row claiming the same values after the save
+    /// looked, which the next attempt merges into (an upsert).
+    private func retryingDeadlocks<R>(alsoRetrying extra: Set<String> = [], _ attempt: () throws(StrataError) -> R) throws(StrataError) -> R {
         var attempts = 1
         while true {
             do {
                 return try attempt()
-            } catch where attempts < 5 && ["40P01", "40001"].contains(error.databaseFailure?.sqlState ?? "") {
+            } catch where attempts < 5 && (Self.retriedStates.union(extra)).contains(error.databaseFailure?.sqlState ?? "") {
                 attempts += 1
             }
         }
     }
+
+    /// Deadlock victim, serialization failure.
+    private static let retriedStates: Set<String> = ["40P01", "40001"]
+    /// A unique index's violation.
+    private static let uniqueViolation: Set<String> = ["23505"]
 
     /// Writes `save` on `connection`, in its transaction; with `recordsHistory`, its
     /// history (and notification) too.
@@ -295,7 +308,18 @@ extension SQLStore {
     private func checkUniqueness(
         of save: StoreSave, keys: [Int64], permanent: [ManagedObjectID: ManagedObjectID], on connection: any SQLConnection
     ) throws {
-        var conflicts: [ConstraintConflict] = []
+        let conflicts = try uniquenessConflicts(of: save, keys: keys, on: connection)
+        if !conflicts.isEmpty { throw StrataError.constraintConflicts(conflicts.map(\.conflict)) }
+    }
+
+    /// The uniqueness conflicts of the save's new and changed rows (`keys`: each row's
+    /// primary key, 0 for a new row without one yet): values one constraint's rows claim
+    /// twice, or that a stored row holds, each with its claimants (row indexes) and the
+    /// stored holder, which `locking` locks (`FOR UPDATE`) until the transaction ends.
+    func uniquenessConflicts(
+        of save: StoreSave, keys: [Int64], on connection: any SQLConnection, locking: Bool = false
+    ) throws -> [(conflict: ConstraintConflict, claimants: [Int], existing: ManagedObjectID?)] {
+        var conflicts: [(conflict: ConstraintConflict, claimants: [Int], existing: ManagedObjectID?)] = []
         var claimed: [String: [Int]] = [:]   // "entity|constraint|values" → row indexes
         var claims: [(table: SQLTable, constraint: [String], values: [AttributeValue], rows: [Int])] = []
         try save.rows.bytes.withUnsafeBytes { bytes in
@@ -337,14 +361,17 @@ extension SQLStore {
             binds += mine.map { .int64($0) }
             conditions.append("\(SQLName.quoted(SQLLayout.keyColumn)) NOT IN (\(Self.placeholders(from: binds.count - mine.count + 1, count: mine.count)))")
             let holder = try connection.execute(
-                "SELECT \(SQLName.quoted(SQLLayout.keyColumn)) FROM \(claim.table.name) WHERE \(conditions.joined(separator: " AND ")) LIMIT 1", binds
+                "SELECT \(SQLName.quoted(SQLLayout.keyColumn)) FROM \(claim.table.name) WHERE \(conditions.joined(separator: " AND ")) LIMIT 1"
+                    + (locking ? " FOR UPDATE" : ""), binds
             ).rows.first?.first?.integer.flatMap { PrimaryKey(UInt64(bitPattern: $0)) }
             guard holder != nil || rows.count > 1 else { continue }
-            conflicts.append(ConstraintConflict(
-                entityName: claim.table.storage.name, constraint: claim.constraint,
-                values: Dictionary(uniqueKeysWithValues: zip(claim.constraint, claim.values)), objectIDs: ids,
-                existingObjectID: holder.map { objectID(entity: claim.table.storage.name, key: $0) }))
+            let existing = holder.map { objectID(entity: claim.table.storage.name, key: $0) }
+            conflicts.append((
+                ConstraintConflict(
+                    entityName: claim.table.storage.name, constraint: claim.constraint,
+                    values: Dictionary(uniqueKeysWithValues: zip(claim.constraint, claim.values)), objectIDs: ids, existingObjectID: existing),
+                rows, existing))
         }
-        if !conflicts.isEmpty { throw StrataError.constraintConflicts(conflicts) }
+        return conflicts
     }
 }

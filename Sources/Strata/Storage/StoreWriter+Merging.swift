@@ -7,69 +7,6 @@ import StrataLMDB
 /// new objects to join come from the unique indexes, and the merged save is written with
 /// its unique-index changes checked again.
 extension StoreWriter {
-    /// The groups of new objects of a save that the merge can make one: objects linked by
-    /// claims of the same constrained values (two objects claiming one value of one
-    /// constraint and another value of another are one group), each a new object with a
-    /// temporary ID, with at most one stored holder among them that the save neither
-    /// writes nor deletes. The rest is left to the final check, which fails the save.
-    func joins(of unique: UniqueChanges, in rows: EncodedRows, deleting deleted: [StoreChanges.Deletion]) -> [MergeJoin] {
-        // Union-find over the rows, in arrays (a save of 1,000 upserts has 1,000 conflicts).
-        var parent = Array(0..<rows.count)
-        func root(_ index: Int) -> Int {
-            var index = index
-            while parent[index] != index {
-                parent[index] = parent[parent[index]]
-                index = parent[index]
-            }
-            return index
-        }
-        var involved = [Bool](repeating: false, count: rows.count)
-        for claimants in unique.conflicts.lazy.map(\.claimants) {
-            let first = root(claimants[0])
-            involved[claimants[0]] = true
-            for claimant in claimants.dropFirst() {
-                involved[claimant] = true
-                let other = root(claimant)
-                if other != first { parent[other] = first }
-            }
-        }
-        // Each group's stored holder, or `conflicted` when it has two.
-        var holder = [ManagedObjectID?](repeating: nil, count: rows.count)
-        var conflicted = Set<Int>()
-        for conflict in unique.conflicts {
-            guard let existing = conflict.existing else { continue }
-            let group = root(conflict.claimants[0])
-            if let held = holder[group], held != existing { conflicted.insert(group) }
-            holder[group] = existing
-        }
-        var position = [Int](repeating: -1, count: rows.count)
-        var groups: [[Int]] = []
-        for index in rows.rows.indices where involved[index] {
-            let group = root(index)
-            if position[group] < 0 {
-                position[group] = groups.count
-                groups.append([])
-            }
-            groups[position[group]].append(index)
-        }
-        var taken = Set(deleted.map(\.objectID))
-        for row in rows.rows where !row.isInsert { taken.insert(rowID(row)) }
-        var joins: [MergeJoin] = []
-        for indices in groups {
-            let group = root(indices[0])
-            guard !conflicted.contains(group),
-                  indices.allSatisfy({ rows.rows[$0].isInsert && rows.rows[$0].objectID?.isTemporaryID == true })
-            else { continue }
-            if let existing = holder[group] {
-                guard taken.insert(existing).inserted else { continue }
-            } else if indices.count < 2 {
-                continue
-            }
-            joins.append(MergeJoin(rows: indices, existing: holder[group]))
-        }
-        return joins
-    }
-
     /// The stored state of `id` with its to-many relationships, or nil when it has no row.
     func persistedSnapshot(of id: ManagedObjectID) throws -> ObjectSnapshot? {
         try Self.persistedSnapshot(of: id, store: store, reader: reader)
@@ -110,8 +47,8 @@ extension StoreWriter {
         unique: UniqueChanges? = nil
     ) throws -> (keys: [UInt64], result: MergeResult) {
         let unique = try unique ?? uniqueChanges(rows, deleting: deleted)
-        let joins = unique.conflicts.isEmpty ? [] : joins(of: unique, in: rows, deleting: deleted)
         let planner = MergePlanner(source: LMDBMergeSource(store: store, transaction: reader.transaction))
+        let joins = unique.conflicts.isEmpty ? [] : planner.joins(of: unique.conflicts.map { ($0.claimants, $0.existing) }, in: rows, deleting: deleted)
         let plan = try planner.plan(
             rows, deleting: deleted, merging: merging, rowConflicts: rowConflicts, deletionConflicts: deletionConflicts, joins: joins)
         let writtenKeys = try writeChecked(
