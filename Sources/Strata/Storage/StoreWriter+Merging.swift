@@ -97,7 +97,8 @@ struct LMDBMergeSource: MergeSource {
     /// The writer's transaction (see ``StoreReader/transaction``: it outlives the merge).
     let transaction: UnsafePointer<WriteTransaction>
 
-    private var reader: StoreReader<WriteTransaction> { StoreReader(store: store, transaction: transaction) }
+    // Each method makes its own reader (a non-copyable value made where it is used: a
+    // computed property returning one crashed the optimizer of Swift 6.3.1 when inlined).
 
     func entityStorage(named entityName: String) throws(StrataError) -> EntityStorage { try store.entityStorage(named: entityName) }
     func entityStorage(numbered number: UInt16) -> EntityStorage? { store.entityStorage(numbered: number) }
@@ -105,17 +106,27 @@ struct LMDBMergeSource: MergeSource {
     func row(of id: ManagedObjectID) throws(StrataError) -> (storage: EntityStorage, key: PrimaryKey) { try store.row(of: id) }
 
     func persistedSnapshot(of id: ManagedObjectID) throws -> ObjectSnapshot? {
-        try StoreWriter.persistedSnapshot(of: id, store: store, reader: reader)
+        let reader = StoreReader(store: store, transaction: transaction)
+        return try StoreWriter.persistedSnapshot(of: id, store: store, reader: reader)
     }
 
     func exists(_ id: ManagedObjectID) throws -> Bool {
         let (storage, key) = try store.row(of: id)
-        return try StoreFile.translatingStorageErrors { try reader.version(at: key, of: storage) } != nil
+        let store = store
+        let transaction = transaction
+        return try StoreFile.translatingStorageErrors {
+            let reader = StoreReader(store: store, transaction: transaction)
+            return try reader.version(at: key, of: storage) != nil
+        }
     }
 
     func destinations(of id: ManagedObjectID, relationship name: String) throws -> [ManagedObjectID] {
-        try reader.destinations(of: id, relationship: name)
+        let reader = StoreReader(store: store, transaction: transaction)
+        return try reader.destinations(of: id, relationship: name)
     }
 
-    func snapshot(of id: ManagedObjectID) throws -> ObjectSnapshot? { try reader.snapshot(of: id) }
+    func snapshot(of id: ManagedObjectID) throws -> ObjectSnapshot? {
+        let reader = StoreReader(store: store, transaction: transaction)
+        return try reader.snapshot(of: id)
+    }
 }
