@@ -139,6 +139,7 @@ bench-quick: bench-deps
 ## (Benchmarks/Sources/pg-bench): import, fetch, concurrent saves; PG_BENCH_ARGS passes options.
 pg-bench: bench-deps pg-start
 	cd Benchmarks && STRATA_PG_PORT=$(STRATA_PG_PORT) $(SWIFT) run -c release pg-bench $(PG_BENCH_ARGS)
+	cd Benchmarks && STRATA_PG_PORT=$(STRATA_PG_PORT) $(SWIFT) run -c release pg-instances $(PG_INSTANCES_ARGS)
 
 ## Builds the Benchmarks package (CI does this after the tests, so it cannot rot).
 bench-build: bench-deps

@@ -21,6 +21,10 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
         // pg-bench's baseline: plain postgres-nio statements (the root package resolves the same version).
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        // pg-instances' second baseline: Fluent (its core, FluentKit, with the Postgres driver;
+        // vapor/fluent itself only adds Vapor's integration).
+        .package(url: "https://github.com/vapor/fluent-kit", exact: "1.57.0"),
+        .package(url: "https://github.com/vapor/fluent-postgres-driver", exact: "2.14.0"),
     ],
     targets: [
         // LMDB's C API for the raw baselines. StrataLMDB's own CLMDB module is internal to
@@ -86,6 +90,18 @@ let package = Package(
                 .product(name: "Strata", package: "Strata"),
                 .product(name: "StrataPostgres", package: "Strata"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
+        ),
+        // `swift run -c release pg-instances` (make pg-bench): two processes through one
+        // PostgreSQL, Strata against plain postgres-nio and Fluent.
+        .executableTarget(
+            name: "pg-instances",
+            dependencies: [
+                .product(name: "Strata", package: "Strata"),
+                .product(name: "StrataPostgres", package: "Strata"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "FluentKit", package: "fluent-kit"),
+                .product(name: "FluentPostgresDriver", package: "fluent-postgres-driver"),
             ]
         ),
         // `swift run -c release lmdb-ratios`
