@@ -170,6 +170,50 @@ struct PostgresFailureTests {
         #expect(saved.0 && saved.1 == 2)
     }
 
+    @Test("a one-object save (one UPDATE, no transaction around it) whose connection is lost says its outcome is unknown; the context keeps its change")
+    func connectionLostInOneStatementSave() async throws {
+        let store = PostgresTestStore()
+        let coordinator = try await store.coordinator()
+        let id = try await PostgresSaveTests.savedNote(in: coordinator)
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try await context.perform { context in
+            context.retainsRegisteredObjects = true
+            _ = try context.existingObject(with: id).objectID
+        }
+        let saving = try await Self.whileRowLocked(store, key: try #require(id.primaryKey?.rawValue)) { holder -> Task<StrataError?, Never> in
+            let saving = Task {
+                await context.perform { context -> StrataError? in
+                    (context.registeredObject(for: id) as? PGNote)?.title = "one statement"
+                    do {
+                        try context.save()
+                        return nil
+                    } catch {
+                        return error as? StrataError
+                    }
+                }
+            }
+            var killed = 0
+            let deadline = Date().addingTimeInterval(60)
+            while killed == 0, Date() < deadline {
+                killed = try holder.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))", []
+                ).rows.first?.first?.integer.map(Int.init) ?? 0
+                if killed == 0 { Thread.sleep(forTimeInterval: 0.02) }
+            }
+            return saving
+        }
+        let failure = await saving.value
+        #expect(failure?.databaseFailure?.kind == .connectionLost && failure?.databaseFailure?.commitOutcomeUnknown == true, "\(String(describing: failure))")
+        #expect(try store.execute("SELECT title FROM \"\(store.schema)\".\"Note\"").rows == [[.text("n")]])
+        let kept = try await context.perform { context in
+            let changed = context.hasChanges
+            try context.save()
+            return changed
+        }
+        #expect(kept)
+        #expect(try store.execute("SELECT title FROM \"\(store.schema)\".\"Note\"").rows == [[.text("one statement")]])
+    }
+
     @Test("what the store cannot do yet is refused with unsupportedByStore, naming it")
     func unsupported() async throws {
         let store = PostgresTestStore()
