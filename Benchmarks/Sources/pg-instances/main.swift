@@ -465,14 +465,16 @@ if arguments.count >= 4, arguments[1] == "--worker", let system = System(rawValu
 
 var duration = Duration.seconds(2)
 var contexts = 4
+var runs = 3
 var iterator = arguments.dropFirst().makeIterator()
 while let argument = iterator.next() {
     let value = iterator.next().flatMap(Int.init)
     switch (argument, value) {
     case ("--seconds", let n?): duration = .seconds(n)
     case ("--contexts", let n?): contexts = n
+    case ("--runs", let n?): runs = max(1, n)
     default:
-        FileHandle.standardError.write(Data("usage: pg-instances [--seconds S] [--contexts C]\n".utf8))
+        FileHandle.standardError.write(Data("usage: pg-instances [--seconds S] [--contexts C] [--runs R]\n".utf8))
         exit(2)
     }
 }
@@ -506,8 +508,12 @@ final class Peer: @unchecked Sendable {
     }
 }
 
-var contentionRates: [System: Double] = [:]
-var readerRates: [System: (idle: Double, busy: Double)] = [:]
+var contentionRuns: [System: [Double]] = [:]
+var idleRuns: [System: [Double]] = [:]
+var busyRuns: [System: [Double]] = [:]
+// The systems take turns within each run, so that a slow moment of the machine does not
+// fall on one of them only; each cell is the median of the runs.
+for run in 0..<runs {
 for system in System.allCases {
     // Scenario 4.
     try await setUp(system, rows: 2 * contexts * objectsPerWorker, priorities: false)
@@ -517,7 +523,7 @@ for system in System.allCases {
     let mine = try await contention(system, process: 0, contexts: contexts, duration: duration) { peer.send("go") }
     let theirs = Int(try await peer.expect("saves")) ?? 0
     peer.process.waitUntilExit()
-    contentionRates[system] = Double(mine + theirs) / seconds(duration)
+    contentionRuns[system, default: []].append(Double(mine + theirs) / seconds(duration))
     FileHandle.standardError.write(Data("\(system) contention: \(mine) + \(theirs) saves\n".utf8))
 
     // Scenario 5.
@@ -531,8 +537,20 @@ for system in System.allCases {
     writing.send("stop")
     let inserted = try await writing.expect("inserted")
     writing.process.waitUntilExit()
-    readerRates[system] = (Double(idle) / seconds(duration), Double(busy) / seconds(duration))
-    FileHandle.standardError.write(Data("\(system) readers: \(idle) idle, \(busy) busy, writer inserted \(inserted)\n".utf8))
+    idleRuns[system, default: []].append(Double(idle) / seconds(duration))
+    busyRuns[system, default: []].append(Double(busy) / seconds(duration))
+    FileHandle.standardError.write(Data("run \(run + 1): \(system) readers: \(idle) idle, \(busy) busy, writer inserted \(inserted)\n".utf8))
+}
+}
+func median(_ values: [Double]?) -> Double? {
+    guard let values, !values.isEmpty else { return nil }
+    return values.sorted()[values.count / 2]
+}
+var contentionRates: [System: Double] = [:]
+var readerRates: [System: (idle: Double, busy: Double)] = [:]
+for system in System.allCases {
+    contentionRates[system] = median(contentionRuns[system])
+    if let idle = median(idleRuns[system]), let busy = median(busyRuns[system]) { readerRates[system] = (idle, busy) }
 }
 try await withClient(contexts: 1) { client in
     for schema in [strataSchema, plainSchema] {
@@ -540,7 +558,7 @@ try await withClient(contexts: 1) { client in
     }
 }
 
-print("pg-instances: two processes, \(contexts) workers each (scenario 4), \(readerCount) readers under a writer in the other process (scenario 5), \(Int(seconds(duration))) s each")
+print("pg-instances: two processes, \(contexts) workers each (scenario 4), \(readerCount) readers under a writer in the other process (scenario 5), \(Int(seconds(duration))) s each, median of \(runs) runs")
 print("")
 print("| scenario | Strata | plain postgres-nio | Fluent | Strata ÷ plain (time) | Strata ÷ Fluent (time) |")
 print("| --- | --- | --- | --- | --- | --- |")
