@@ -289,15 +289,16 @@ func readers(_ system: System, duration: Duration) async throws -> Int {
         let coordinator = try await strataCoordinator(contexts: readerCount)
         let queries = try await withThrowingTaskGroup(of: Int.self) { group in
             let deadline = ContinuousClock.now + duration
+            // The request is made once, as an application keeps it.
+            var request = FetchRequest<InstanceNote>()
+            request.predicate = try FetchPredicate(format: "priority == 7", argumentArray: [])
+            request.returnsObjectsAsFaults = false
             for _ in 0..<readerCount {
                 let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
-                group.addTask {
+                group.addTask { [request] in
                     var queries = 0
                     while ContinuousClock.now < deadline {
                         let found = try await context.perform { context in
-                            var request = FetchRequest<InstanceNote>()
-                            request.predicate = try FetchPredicate(format: "priority == 7", argumentArray: [])
-                            request.returnsObjectsAsFaults = false
                             let count = try context.fetch(request).reduce(0) { $0 + ($1.score >= 0 ? 1 : 0) }
                             context.reset()
                             return count
