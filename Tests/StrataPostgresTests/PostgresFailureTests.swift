@@ -74,6 +74,20 @@ struct PostgresFailureTests {
         }
     }
 
+    /// Waits (at most 60 seconds) until a backend waits for a lock `holder` holds, and returns
+    /// how many do; with `terminating`, ends those backends' connections.
+    static func waitForBlocked(by holder: PostgresSQLConnection, terminating: Bool) throws -> Int {
+        let counted = terminating ? "count(pg_terminate_backend(pid))" : "count(*)"
+        let deadline = Date().addingTimeInterval(60)
+        while true {
+            let found = try holder.execute(
+                "SELECT \(counted) FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))", []
+            ).rows.first?.first?.integer.map(Int.init) ?? 0
+            if found > 0 || Date() >= deadline { return found }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+    }
+
     private static func lockingRow<R>(_ store: PostgresTestStore, key: UInt64, _ body: (PostgresSQLConnection) throws -> R) throws -> R {
         let driver = try PostgresDriver(configuration: store.configuration, logger: .init(label: "holder"))
         defer { driver.close() }
@@ -140,15 +154,7 @@ struct PostgresFailureTests {
                 }
             }
             // Wait for the save to block on the lock, then end its connection.
-            var killed = 0
-            let deadline = Date().addingTimeInterval(60)
-            while killed == 0, Date() < deadline {
-                killed = try holder.execute(
-                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))",
-                    []
-                ).rows.first?.first?.integer.map(Int.init) ?? 0
-                if killed == 0 { Thread.sleep(forTimeInterval: 0.02) }
-            }
+            let killed = try Self.waitForBlocked(by: holder, terminating: true)
             #expect(killed == 1)
             let semaphore = DispatchSemaphore(value: 0)
             nonisolated(unsafe) var result: StrataError?
@@ -192,14 +198,7 @@ struct PostgresFailureTests {
                     }
                 }
             }
-            var killed = 0
-            let deadline = Date().addingTimeInterval(60)
-            while killed == 0, Date() < deadline {
-                killed = try holder.execute(
-                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))", []
-                ).rows.first?.first?.integer.map(Int.init) ?? 0
-                if killed == 0 { Thread.sleep(forTimeInterval: 0.02) }
-            }
+            _ = try Self.waitForBlocked(by: holder, terminating: true)
             return saving
         }
         let failure = await saving.value

@@ -292,14 +292,7 @@ struct PostgresMergeTests {
                     }
                 }
             }
-            var blocked = 0
-            let deadline = Date().addingTimeInterval(60)
-            while blocked == 0, Date() < deadline {
-                blocked = try holder.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))", []
-                ).rows.first?.first?.integer.map(Int.init) ?? 0
-                if blocked == 0 { Thread.sleep(forTimeInterval: 0.02) }
-            }
+            #expect(try PostgresFailureTests.waitForBlocked(by: holder, terminating: false) == 1)
             // Returns once the server ends the deadlock by aborting the save's transaction.
             _ = try holder.execute("SELECT 1 FROM \"\(store.schema)\".\"Note\" WHERE \"_pk\" = $1 FOR UPDATE", [.int64(Int64(keyX))])
             return saving   // this transaction ends (ROLLBACK) as the helper returns; the retry then goes through
