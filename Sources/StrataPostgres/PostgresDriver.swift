@@ -419,8 +419,6 @@ final class PostgresListener: SQLListener, @unchecked Sendable {
         self.connection = connection
     }
 
-    var isListening: Bool { state.withLock { !$0.cancelled && !$0.closed } }
-
     func cancel() {
         let close = state.withLock { state -> Bool in
             defer { state.cancelled = true }

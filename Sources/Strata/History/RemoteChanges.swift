@@ -49,10 +49,13 @@ extension PersistentStoreCoordinator {
     /// The commits other processes make to this coordinator's stores, as they are seen
     /// (Core Data's `NSPersistentStoreRemoteChange`).
     ///
-    /// Watching costs one look at each store's last transaction id every
+    /// Watching costs one look at each LMDB store's last transaction id every
     /// ``remoteChangePollingInterval`` while anything iterates this sequence or a root
     /// context merges automatically (``ManagedObjectContext/automaticallyMergesChangesFromParent``),
-    /// and nothing otherwise. A store that tracks persistent history is read after a
+    /// and nothing otherwise. A server store (PostgreSQL) is watched through one extra
+    /// connection that listens for the other instances' commits, which wake the look at
+    /// once; a lost listener is replaced at the next look, which then reads the history
+    /// missed meanwhile (<doc:RunningOnPostgreSQL>). A store that tracks persistent history is read after a
     /// remote commit only: its new transactions tell which objects changed, which
     /// automatically merging contexts then merge (refreshing what they hold, without
     /// refetching anything else), and the event carries the newest one's token.
@@ -80,7 +83,9 @@ extension PersistentStoreCoordinator {
 ///
 /// A commit is another process's when this process did not make it: the environment
 /// counts its own commits by transaction id (``Environment/ownCommits(after:through:)``),
-/// exactly, so a look after this process's own saves raises nothing.
+/// exactly, so a look after this process's own saves raises nothing. A server store's
+/// commits come as notifications carrying the writing instance (``ServerWatch``); its own
+/// are ignored.
 final class RemoteChangeMonitor: Sendable {
     /// What one store was last seen at.
     struct Watch {

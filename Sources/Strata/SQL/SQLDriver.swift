@@ -52,8 +52,6 @@ package protocol SQLDriver: AnyObject, Sendable {
 
 /// A connection listening for notifications (``SQLDriver/listen(channel:notification:lost:)``).
 package protocol SQLListener: AnyObject, Sendable {
-    /// Whether it still listens: not cancelled, and its connection not lost.
-    var isListening: Bool { get }
     /// Stops listening and closes the connection (no `lost` call follows).
     func cancel()
 }
