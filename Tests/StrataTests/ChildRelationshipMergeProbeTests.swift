@@ -51,3 +51,115 @@ struct ChildRelationshipMergeProbeTests {
         if destination != "none" { #expect(state.contains("\(destination):a"), "\(state)") }
     }
 }
+
+/// The shape the stress test's `disjoint` failures came from (found with its timeline):
+/// the root holds a note read before another save moved it out of its folder, and loads
+/// that folder's notes only after (without the note). Its child read the folder's notes
+/// through it before the move (with the note), and adds a note to the folder: the
+/// parent settles the child's change of the folder's members against its own, and the
+/// note, whose folder is still that folder in the root's stale view, is kept as a member.
+/// The root's save then carries the note as a member the root added, which must not
+/// link it back over the other save's move.
+@Suite("A stale membership never links an object back")
+struct StaleMembershipMergeTests {
+    @Test("a note another save moved is not linked back by a merging root save whose view of its folder mixes two moments", arguments: ["none", "Later"])
+    func staleMemberIsNotLinkedBack(move: String) async throws {
+        let coordinator = try await MergeWorld.coordinator()
+        let root = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "root")
+        root.mergePolicy = .mergeByPropertyObjectTrump
+        let id = try await root.perform { context in
+            context.retainsRegisteredObjects = true
+            let note = try MergeWorld.named(Note.self, "a", in: context)
+            #expect(note.folder?.name == "Inbox")   // the folder is read, its notes are not
+            return note.objectID
+        }
+        let child = ManagedObjectContext(.privateQueue, parent: root, name: "child")
+        child.mergePolicy = .mergeByPropertyObjectTrump
+        try await child.perform { context in
+            context.retainsRegisteredObjects = true
+            let inbox = try MergeWorld.named(Folder.self, "Inbox", in: context)
+            #expect(inbox.notes.map(\.title) == ["a"])   // read through the root, which does not load them
+        }
+        try await ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "other").perform { context in
+            let note = try MergeWorld.note(id, in: context)
+            note.folder = move == "none" ? nil : try MergeWorld.named(Folder.self, move, in: context)
+            try context.save()
+        }
+        try await child.perform { context in
+            let inbox = try MergeWorld.named(Folder.self, "Inbox", in: context)
+            let added = Note()
+            added.title = "b"
+            added.priority = 2
+            try context.insert(added)
+            added.folder = inbox
+            try MergeWorld.note(id, in: context).priority = 5
+            try context.save()
+        }
+        try await root.perform { context in try context.save() }
+        let stored = try await MergeWorld.stored(id, on: coordinator)
+        #expect(stored.folder == (move == "none" ? "-" : move), "\(stored)")
+        #expect(stored.priority == 5, "\(stored)")
+        #expect(stored.inverses.contains(#"Inbox: ["b"]"#), "\(stored)")
+    }
+
+    @Test("a parent settling its child's change of a folder's members does not set the folder of a note another save moved out, which the parent read after that move")
+    func parentDoesNotLinkBackAMovedMember() async throws {
+        let coordinator = try await MergeWorld.coordinator()
+        let root = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "root")
+        root.mergePolicy = .mergeByPropertyObjectTrump
+        let child = ManagedObjectContext(.privateQueue, parent: root, name: "child")
+        child.mergePolicy = .mergeByPropertyObjectTrump
+        try await root.perform { context in
+            context.retainsRegisteredObjects = true
+            _ = try MergeWorld.named(Folder.self, "Inbox", in: context)   // its notes not loaded
+        }
+        try await child.perform { context in
+            context.retainsRegisteredObjects = true
+            let titles = try MergeWorld.named(Folder.self, "Inbox", in: context).notes.map(\.title)
+            #expect(titles == ["a"])
+        }
+        let other = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "other")
+        try await other.perform { context in
+            let added = Note()
+            added.title = "y"
+            added.priority = 1
+            try context.insert(added)
+            added.folder = try MergeWorld.named(Folder.self, "Inbox", in: context)
+            try context.save()
+        }
+        try await root.perform { context in
+            // The root reads the folder's notes now ({a, y}), a still a fault.
+            let count = try MergeWorld.named(Folder.self, "Inbox", in: context).notes.count
+            #expect(count == 2)
+        }
+        let id = try await other.perform { context in
+            let note = try MergeWorld.named(Note.self, "a", in: context)
+            note.folder = nil
+            try context.save()
+            return note.objectID
+        }
+        try await root.perform { context in
+            // The root reads note a after the move: no folder.
+            let folder = try MergeWorld.named(Note.self, "a", in: context).folder
+            #expect(folder == nil)
+        }
+        try await child.perform { context in
+            let added = Note()
+            added.title = "b"
+            added.priority = 2
+            try context.insert(added)
+            added.folder = try MergeWorld.named(Folder.self, "Inbox", in: context)
+            try context.save()
+        }
+        let inRoot = try await root.perform { context in
+            let note = try #require(try context.existingObject(with: id) as? Note)
+            let inbox = try MergeWorld.named(Folder.self, "Inbox", in: context)
+            return "\(note.folder?.name ?? "-") \(inbox.notes.map(\.title).sorted())"
+        }
+        #expect(inRoot == #"- ["b", "y"]"#)
+        try await root.perform { context in try context.save() }
+        let stored = try await MergeWorld.stored(id, on: coordinator)
+        #expect(stored.folder == "-", "\(stored)")
+        #expect(stored.inverses.contains(#"Inbox: ["b", "y"]"#), "\(stored)")
+    }
+}

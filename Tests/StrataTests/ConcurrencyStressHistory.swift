@@ -531,6 +531,53 @@ final class StressHistory: Sendable {
         return violations
     }
 
+    /// Every acknowledged save that wrote or carried a change of an object named in
+    /// `violations` (or of an object their states link to), in the order they were
+    /// acknowledged: what each wrote (version read, replaced, written; values) and the
+    /// changes behind it. Printed after a failed replay, to find the interleaving.
+    func timeline(for violations: [String]) -> String {
+        let commits = state.withLock { $0.commits }
+        var permanent: [ManagedObjectID: ManagedObjectID] = [:]
+        for commit in commits { permanent.merge(commit.permanentIDs) { first, _ in first } }
+        func canonical(_ id: ManagedObjectID) -> ManagedObjectID { permanent[id] ?? id }
+        func named(_ id: ManagedObjectID) -> Bool {
+            let text = "\(id)"
+            return violations.contains { violation in
+                [" ", ")", ",", ";", "."].contains { violation.contains(text + $0) } || violation.hasSuffix(text)
+            }
+        }
+        func short(_ id: ManagedObjectID) -> String { "\(id.entityName)/\(id.uriRepresentation.lastPathComponent)" }
+        var suspects = Set<ManagedObjectID>()
+        for commit in commits {
+            for write in commit.writes where named(write.id) { suspects.insert(write.id) }
+        }
+        // The objects their states link to (an account's holder, an owner's accounts).
+        var linked = suspects
+        for commit in commits {
+            for write in commit.writes where suspects.contains(write.id) {
+                guard let state = write.state?.mapped(canonical) else { continue }
+                for case let id?? in state.toOne.values { linked.insert(id) }
+            }
+        }
+        var lines: [String] = ["timeline of \(linked.map(short).sorted().joined(separator: ", ")):"]
+        for (number, commit) in commits.enumerated() {
+            let writes = commit.writes.filter { linked.contains($0.id) }
+            let changes = (commit.changes + commit.root).filter { linked.contains(canonical($0.id)) }
+            guard !writes.isEmpty || !changes.isEmpty else { continue }
+            lines.append("  #\(number) \(commit.place)")
+            for write in writes {
+                lines.append("    wrote \(short(write.id)) \(write.kind.rawValue) read v\(write.read.map(String.init) ?? "-") from v\(write.from.map(String.init) ?? "-") to v\(write.to.map(String.init) ?? "-") \(write.state?.mapped(canonical).description ?? "")")
+            }
+            for change in commit.changes where linked.contains(canonical(change.id)) {
+                lines.append("    carried \(short(canonical(change.id))) \(change.kind.rawValue) by \(change.place) read v\(change.readVersion.map(String.init) ?? "-") \(change.read?.mapped(canonical).description ?? "") -> \(change.written?.mapped(canonical).description ?? "")")
+            }
+            for change in commit.root where linked.contains(canonical(change.id)) {
+                lines.append("    root \(short(canonical(change.id))) \(change.kind.rawValue) read v\(change.readVersion.map(String.init) ?? "-") \(change.read?.mapped(canonical).description ?? "") -> \(change.written?.mapped(canonical).description ?? "")")
+            }
+        }
+        return lines.joined(separator: "\n")
+    }
+
     /// Whether two states agree on every property both know.
     static func agree(_ a: StressObjectState?, _ b: StressObjectState?) -> Bool {
         guard let a, let b else { return a == nil && b == nil }

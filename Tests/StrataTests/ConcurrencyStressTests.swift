@@ -500,6 +500,7 @@ final class StressRun: Sendable {
                 ledger.count("history properties set back by overwrite", report.reverted)
             }
             let violations = report.violations
+            if !violations.isEmpty { print(history.timeline(for: violations)) }
             for violation in violations.prefix(10) { ledger.fail("history: \(violation)") }
             if violations.count > 10 { ledger.fail("history: \(violations.count - 10) more violations") }
             guard !failedBefore else { return }   // (a step left unfinished would not be counted)

@@ -12,7 +12,12 @@ extension ObjectGraph {
     /// - Returns: whether the object changed here.
     /// - Throws: what a custom resolver throws; storage errors of relationships that
     ///   cannot be read.
-    func settleChildConflict(_ index: Int, object: ManagedObject, save: ChildSave, into result: inout MergeResult) throws -> Bool {
+    ///
+    /// `toOneChanges` lists the to-one relationship slots the child's save sets, by
+    /// object (``childToOneChanges(in:)``).
+    func settleChildConflict(
+        _ index: Int, object: ManagedObject, save: ChildSave, toOneChanges: [ManagedObjectID: [Int]], into result: inout MergeResult
+    ) throws -> Bool {
         let change = save.updated[index]
         let entity = object.entity
         let state = save.objectStates[change.objectID]
@@ -26,7 +31,8 @@ extension ObjectGraph {
             result.settled += 1
             for slot in entity.relationships.indices {
                 let candidates = Self.destinations(merge.object.relationships[slot]) + Self.destinations(merge.cached.relationships[slot])
-                try makeEdgesAgree(of: object, slot: slot, candidates: candidates, target: [], touched: &result.touched)
+                try makeEdgesAgree(
+                    of: object, slot: slot, candidates: candidates, target: [], toOneChanges: toOneChanges, touched: &result.touched)
             }
             return false
         }
@@ -66,7 +72,7 @@ extension ObjectGraph {
             let candidates = [merge.object, merge.cached, persisted, merged].flatMap { Self.destinations($0.relationships[slot]) }
             try makeEdgesAgree(
                 of: object, slot: slot, candidates: candidates, target: Set(Self.destinations(merged.relationships[slot])),
-                touched: &result.touched)
+                toOneChanges: toOneChanges, touched: &result.touched)
         }
         result.merged[change.objectID] = merged   // its final state is taken by finishSettling(_:)
         return changed
@@ -79,7 +85,8 @@ extension ObjectGraph {
     /// as it is here, and the relationships the child's save took from it are restored
     /// where that moves no object (rule 8).
     func settleChildDeletion(
-        _ index: Int, object: ManagedObject, save: ChildSave, into result: inout MergeResult, deleted: inout [ManagedObject]
+        _ index: Int, object: ManagedObject, save: ChildSave, toOneChanges: [ManagedObjectID: [Int]], into result: inout MergeResult,
+        deleted: inout [ManagedObject]
     ) throws {
         let id = save.deleted[index]
         guard !object.isDeleted, object.faultState == .fulfilled else { return }   // gone here already
@@ -98,7 +105,8 @@ extension ObjectGraph {
                 let unseen = Self.destinations(persisted.relationships[slot]).filter { !seen.contains($0) }
                 guard !unseen.isEmpty else { continue }
                 let kept = Set(Self.destinations(persisted.relationships[slot])).subtracting(unseen)
-                try makeEdgesAgree(of: object, slot: slot, candidates: unseen, target: kept, touched: &result.touched)
+                try makeEdgesAgree(
+                    of: object, slot: slot, candidates: unseen, target: kept, toOneChanges: toOneChanges, touched: &result.touched)
                 try cut(unseen, from: object, slot: slot)
             }
             try delete(object)
@@ -106,7 +114,8 @@ extension ObjectGraph {
         case .mergeByPropertyStoreTrump, .rollback, .error:
             for slot in entity.relationships.indices {
                 let held = Self.destinations(persisted.relationships[slot])
-                try makeEdgesAgree(of: object, slot: slot, candidates: held, target: Set(held), touched: &result.touched)
+                try makeEdgesAgree(
+                    of: object, slot: slot, candidates: held, target: Set(held), toOneChanges: toOneChanges, touched: &result.touched)
             }
             result.undeleted[id] = persisted   // its final state is taken by finishSettling(_:)
         }
@@ -140,14 +149,26 @@ extension ObjectGraph {
         }
     }
 
+    /// The to-one relationship slots `save` sets, by object (canonical IDs).
+    func childToOneChanges(in save: ChildSave) -> [ManagedObjectID: [Int]] {
+        var changes: [ManagedObjectID: [Int]] = [:]
+        for change in save.updated where !change.toOne.isEmpty {
+            changes[canonicalID(change.objectID), default: []] += change.toOne.map(\.slot)
+        }
+        return changes
+    }
+
     /// Makes each `candidates` object's inverse of relationship `slot` of `object` hold
     /// `object` exactly when `target` holds the candidate. A candidate that is deleted,
     /// gone, or whose to-one inverse holds another object (which is not displaced) is
-    /// taken out of `object`'s relationship instead. Every candidate is `touched` (the
-    /// child reads it again).
+    /// taken out of `object`'s relationship instead; so is one whose to-one inverse holds
+    /// nothing, when `object`'s side is a to-many one and the child's save does not set
+    /// that to-one (`toOneChanges`): the to-one end decides, and this context's view of
+    /// a to-many may be older than its view of the object at the other end. Every
+    /// candidate is `touched` (the child reads it again).
     private func makeEdgesAgree(
         of object: ManagedObject, slot: Int, candidates: [ManagedObjectID], target: Set<ManagedObjectID>,
-        touched: inout Set<ManagedObjectID>
+        toOneChanges: [ManagedObjectID: [Int]], touched: inout Set<ManagedObjectID>
     ) throws {
         let inverseName = object.entity.relationships[slot].inverseName
         var seen = Set<ManagedObjectID>()
@@ -169,6 +190,15 @@ extension ObjectGraph {
             case .toOne(let held):
                 if present, let held, held !== object {
                     try cut([candidate], from: object, slot: slot)   // it stays with the object it holds
+                    continue
+                }
+                if present, held == nil, object.entity.relationships[slot].isToMany,
+                   toOneChanges[candidate]?.contains(inverse) != true {
+                    // A to-many side never sets the other end's to-one either, unless the
+                    // child set it (a deletion undone gives back what its nullify took):
+                    // another save may have moved the object out since this context read
+                    // the to-many (rule 11).
+                    try cut([candidate], from: object, slot: slot)
                     continue
                 }
                 if !present, held === object, object.entity.relationships[slot].isToMany {

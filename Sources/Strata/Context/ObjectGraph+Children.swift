@@ -265,11 +265,16 @@ extension ObjectGraph {
             }
             merged.updated.append(object)
         }
+        let toOneChanges = conflicting.isEmpty ? [:] : childToOneChanges(in: save)
         for index in conflicting.sorted() where index < updatedCount {
-            if try settleChildConflict(index, object: targets[index], save: save, into: &settled) { merged.updated.append(targets[index]) }
+            if try settleChildConflict(index, object: targets[index], save: save, toOneChanges: toOneChanges, into: &settled) {
+                merged.updated.append(targets[index])
+            }
         }
         for index in updatedCount..<deletedEnd where conflicting.contains(index) {
-            try settleChildDeletion(index - updatedCount, object: targets[index], save: save, into: &settled, deleted: &merged.deleted)
+            try settleChildDeletion(
+                index - updatedCount, object: targets[index], save: save, toOneChanges: toOneChanges, into: &settled,
+                deleted: &merged.deleted)
         }
         for (index, object) in targets[updatedCount..<deletedEnd].enumerated()
         where !object.isDeleted && !conflicting.contains(updatedCount + index) {

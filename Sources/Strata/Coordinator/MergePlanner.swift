@@ -166,6 +166,7 @@ struct MergePlanner<Source: MergeSource> {
             }
         }
         var work = MergeWork(rows: joined)
+        work.changes = merging.changes
         work.rowIndex.reserveCapacity(joined.count)
         for (index, row) in joined.rows.enumerated() {
             if let id = row.objectID {
@@ -476,6 +477,11 @@ struct MergePlanner<Source: MergeSource> {
             if present {
                 if held == source { return true }
                 if held != nil { return false }
+                // A to-many side never sets the foreign key of the other end either (rule
+                // 11): a member the saving context holds from a view older than another
+                // save's move is not linked back over it. Only a to-one this save cleared
+                // itself is put back (a deletion undone, rule 8).
+                if !sourceIsToOne && !savesChange(ofToOne: slot, of: end, in: work) { return false }
                 try setPlanned(.toOne(source), of: end, slot: slot, storage: storage, in: &work)
             } else {
                 guard held == source else { return true }
@@ -492,6 +498,14 @@ struct MergePlanner<Source: MergeSource> {
             return true   // no row: nothing to agree with
         }
         return true
+    }
+
+    /// Whether the save's row of `id` changes its to-one relationship `slot` (the saving
+    /// context set it since it read the object).
+    private func savesChange(ofToOne slot: Int, of id: ManagedObjectID, in work: MergeWork) -> Bool {
+        guard let index = work.rowIndex[id] else { return false }
+        if let merge = work.merges[index] { return merge.changedRelationships.contains(slot) }
+        return work.changes[index]?.toOne.contains { $0.slot == slot } == true
     }
 
     /// Takes `destination` out of relationship `slot` of `owner`'s planned state.
@@ -573,6 +587,8 @@ struct MergeWork {
     var resolved: [Int: ObjectSnapshot] = [:]
     /// The decisions, by row index (for the edges they touch).
     var merges: [Int: RowMerge] = [:]
+    /// What the saving context changed in each changed row, by row index.
+    var changes: [Int: ObjectChange] = [:]
     /// Rows not written: their objects were deleted elsewhere.
     var droppedRows: Set<Int> = []
     /// New relationship values of rows of the save that are written otherwise as they came.
