@@ -6,8 +6,8 @@ import Testing
 /// Shapes of the stress test's `disjoint` failures (a relationship change made in a child
 /// lost when the root's save merges), made deterministic: a child moves a note (to another
 /// folder, or out of any); another context changes a row the move touches; the root saves
-/// under object trump. (They pass: the stress failures need something more; see issue 26's
-/// note of stop 42.)
+/// under object trump. (These passed before the stress failures' cause was found: that
+/// needs a context whose view mixes two moments, ``StaleMembershipMergeTests`` below.)
 @Suite("Child relationship changes through a merging root save")
 struct ChildRelationshipMergeProbeTests {
     @Test("a child's move of a note survives the root's merging save, whichever row it touches changed elsewhere", arguments: [
@@ -151,12 +151,14 @@ struct StaleMembershipMergeTests {
             added.folder = try MergeWorld.named(Folder.self, "Inbox", in: context)
             try context.save()
         }
+        // The root's note keeps no folder (its folder's notes, loaded before the move, may
+        // still list it: that view is the root's own, and no save takes it as a change).
         let inRoot = try await root.perform { context in
             let note = try #require(try context.existingObject(with: id) as? Note)
-            let inbox = try MergeWorld.named(Folder.self, "Inbox", in: context)
-            return "\(note.folder?.name ?? "-") \(inbox.notes.map(\.title).sorted())"
+            return (note.folder?.name ?? "-", note.changedValues().keys.sorted())
         }
-        #expect(inRoot == #"- ["b", "y"]"#)
+        #expect(inRoot.0 == "-")
+        #expect(inRoot.1.isEmpty)
         try await root.perform { context in try context.save() }
         let stored = try await MergeWorld.stored(id, on: coordinator)
         #expect(stored.folder == "-", "\(stored)")

@@ -32,7 +32,8 @@ extension ObjectGraph {
             for slot in entity.relationships.indices {
                 let candidates = Self.destinations(merge.object.relationships[slot]) + Self.destinations(merge.cached.relationships[slot])
                 try makeEdgesAgree(
-                    of: object, slot: slot, candidates: candidates, target: [], toOneChanges: toOneChanges, touched: &result.touched)
+                    of: object, slot: slot, candidates: candidates, target: [], own: [], toOneChanges: toOneChanges,
+                    touched: &result.touched)
             }
             return false
         }
@@ -72,7 +73,8 @@ extension ObjectGraph {
             let candidates = [merge.object, merge.cached, persisted, merged].flatMap { Self.destinations($0.relationships[slot]) }
             try makeEdgesAgree(
                 of: object, slot: slot, candidates: candidates, target: Set(Self.destinations(merged.relationships[slot])),
-                toOneChanges: toOneChanges, touched: &result.touched)
+                own: Set(Self.destinations(persisted.relationships[slot]).map(canonicalID)), toOneChanges: toOneChanges,
+                touched: &result.touched)
         }
         result.merged[change.objectID] = merged   // its final state is taken by finishSettling(_:)
         return changed
@@ -106,7 +108,8 @@ extension ObjectGraph {
                 guard !unseen.isEmpty else { continue }
                 let kept = Set(Self.destinations(persisted.relationships[slot])).subtracting(unseen)
                 try makeEdgesAgree(
-                    of: object, slot: slot, candidates: unseen, target: kept, toOneChanges: toOneChanges, touched: &result.touched)
+                    of: object, slot: slot, candidates: unseen, target: kept, own: Set(kept.map(canonicalID)), toOneChanges: toOneChanges,
+                    touched: &result.touched)
                 try cut(unseen, from: object, slot: slot)
             }
             try delete(object)
@@ -115,7 +118,8 @@ extension ObjectGraph {
             for slot in entity.relationships.indices {
                 let held = Self.destinations(persisted.relationships[slot])
                 try makeEdgesAgree(
-                    of: object, slot: slot, candidates: held, target: Set(held), toOneChanges: toOneChanges, touched: &result.touched)
+                    of: object, slot: slot, candidates: held, target: Set(held), own: Set(held.map(canonicalID)), toOneChanges: toOneChanges,
+                    touched: &result.touched)
             }
             result.undeleted[id] = persisted   // its final state is taken by finishSettling(_:)
         }
@@ -161,14 +165,17 @@ extension ObjectGraph {
     /// Makes each `candidates` object's inverse of relationship `slot` of `object` hold
     /// `object` exactly when `target` holds the candidate. A candidate that is deleted,
     /// gone, or whose to-one inverse holds another object (which is not displaced) is
-    /// taken out of `object`'s relationship instead; so is one whose to-one inverse holds
-    /// nothing, when `object`'s side is a to-many one and the child's save does not set
-    /// that to-one (`toOneChanges`): the to-one end decides, and this context's view of
-    /// a to-many may be older than its view of the object at the other end. Every
-    /// candidate is `touched` (the child reads it again).
+    /// taken out of `object`'s relationship instead. When `object`'s side is a to-many one,
+    /// a candidate whose to-one inverse holds nothing, and which the child's save does not
+    /// set (`toOneChanges`), keeps that to-one: the to-one end decides (rule 11), and this
+    /// context's views of the two ends may come from different moments (a to-many loaded
+    /// after another save moved the object out, or before it moved in). The candidate is
+    /// left as this context had it when it was among `object`'s own members before the
+    /// decision (`own`), else taken out. Every candidate is `touched` (the child reads it
+    /// again).
     private func makeEdgesAgree(
         of object: ManagedObject, slot: Int, candidates: [ManagedObjectID], target: Set<ManagedObjectID>,
-        toOneChanges: [ManagedObjectID: [Int]], touched: inout Set<ManagedObjectID>
+        own: Set<ManagedObjectID>, toOneChanges: [ManagedObjectID: [Int]], touched: inout Set<ManagedObjectID>
     ) throws {
         let inverseName = object.entity.relationships[slot].inverseName
         var seen = Set<ManagedObjectID>()
@@ -197,8 +204,9 @@ extension ObjectGraph {
                     // A to-many side never sets the other end's to-one either, unless the
                     // child set it (a deletion undone gives back what its nullify took):
                     // another save may have moved the object out since this context read
-                    // the to-many (rule 11).
-                    try cut([candidate], from: object, slot: slot)
+                    // the to-many (rule 11). Nothing is changed here that the decision
+                    // did not change.
+                    if !own.contains(candidate) { try cut([candidate], from: object, slot: slot) }
                     continue
                 }
                 if !present, held === object, object.entity.relationships[slot].isToMany {
