@@ -46,6 +46,8 @@ final class PostgresDriver: SQLDriver, @unchecked Sendable {
     private var nextID = 1
     /// Connections listening for notifications, outside the pool; guarded by `pool`.
     private var listeners: [ObjectIdentifier: PostgresListener] = [:]
+    /// Sessions (pinned query generations' connections), outside the pool; guarded by `pool`.
+    private var sessions: [ObjectIdentifier: PostgresSession] = [:]
 
     /// A driver for `configuration`; its first connection opens at once, so that a server
     /// that cannot be reached fails the store's opening.
@@ -200,8 +202,11 @@ final class PostgresDriver: SQLDriver, @unchecked Sendable {
         let inUse = open
         let listening = Array(listeners.values)
         listeners = [:]
+        let held = Array(sessions.values)
+        sessions = [:]
         pool.unlock()
         for listener in listening { listener.cancel() }
+        for session in held { session.close() }
         for connection in connections { try? connection.close().wait() }
         if inUse == 0 {
             try? group.syncShutdownGracefully()
@@ -218,12 +223,38 @@ final class PostgresDriver: SQLDriver, @unchecked Sendable {
         guard !closed else { return }
         let connections = idle
         let listening = Array(listeners.values)
+        let held = Array(sessions.values)
         let group = group
         Thread.detachNewThread {
             for listener in listening { listener.cancel() }
+            for session in held { session.close() }
             for connection in connections { try? connection.close().wait() }
             try? group.syncShutdownGracefully()
         }
+    }
+
+    // MARK: Sessions
+
+    func openSession(name: String) throws -> any SQLSession {
+        if pool.withLock({ closed }) {
+            throw DatabaseFailure(kind: .connectionFailed, message: "the store's connection pool is closed")
+        }
+        let connection = try connect(applicationName: String("\(name) \(schema)".utf8.prefix(63)) ?? name)
+        let session = PostgresSession(
+            connection: PostgresSQLConnection(connection: connection, answerLimit: answerLimit, logger: logger))
+        let registered = pool.withLock { () -> Bool in
+            guard !closed else { return false }
+            sessions[ObjectIdentifier(session)] = session
+            return true
+        }
+        guard registered else {
+            session.close()
+            throw DatabaseFailure(kind: .connectionFailed, message: "the store's connection pool is closed")
+        }
+        connection.closeFuture.whenComplete { [weak self] _ in
+            _ = self?.pool.withLock { self?.sessions.removeValue(forKey: ObjectIdentifier(session)) }
+        }
+        return session
     }
 
     // MARK: Listening
@@ -433,5 +464,27 @@ final class PostgresListener: SQLListener, @unchecked Sendable {
             defer { state.closed = true }
             return !state.cancelled && !state.closed
         }
+    }
+}
+
+/// A connection of its own for a long-lived session (``PostgresDriver/openSession(name:)``),
+/// outside the pool.
+///
+/// `@unchecked Sendable` because its statements are serialised by its one owner (a pinned
+/// query generation's snapshot, under its lock), and `close()` only asks the NIO channel
+/// to close, which is safe from any thread.
+final class PostgresSession: SQLSession, @unchecked Sendable {
+    private let wrapped: PostgresSQLConnection
+
+    init(connection: PostgresSQLConnection) {
+        wrapped = connection
+    }
+
+    func execute(_ sql: String, _ binds: [SQLValue]) throws -> SQLResult {
+        try wrapped.execute(sql, binds)
+    }
+
+    func close() {
+        wrapped.connection.close().whenComplete { _ in }
     }
 }

@@ -220,18 +220,6 @@ struct PostgresFailureTests {
         #expect {
             try coordinator.execute(BatchInsertRequest(entityName: "Note", objects: [["title": "x"]]))
         } throws: { ($0 as? StrataError)?.code == .unsupportedByStore }
-        let id = try await PostgresSaveTests.savedNote(in: coordinator)
-        let pinned = await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context -> StrataError? in
-            do {
-                try context.setQueryGenerationFrom(.current)
-                _ = try context.fetch(FetchRequest<PGNote>())
-                return nil
-            } catch {
-                return error as? StrataError
-            }
-        }
-        #expect(pinned?.code == .unsupportedByStore)
-        _ = id
     }
 
     @Test("after the coordinator closes, reads and saves fail with coordinatorClosed")

@@ -293,7 +293,11 @@ struct PostgresMergeTests {
                 }
             }
             #expect(try PostgresFailureTests.waitForBlocked(by: holder, terminating: false) == 1)
-            // Returns once the server ends the deadlock by aborting the save's transaction.
+            // Returns once the server ends the deadlock by aborting the save's transaction:
+            // this side checks for deadlocks only after 10 s (the save after the default
+            // 1 s), so on a loaded machine too the save is the one that finds it, and the
+            // victim.
+            _ = try holder.execute("SET LOCAL deadlock_timeout = '10s'", [])
             _ = try holder.execute("SELECT 1 FROM \"\(store.schema)\".\"Note\" WHERE \"_pk\" = $1 FOR UPDATE", [.int64(Int64(keyX))])
             return saving   // this transaction ends (ROLLBACK) as the helper returns; the retry then goes through
         }

@@ -38,7 +38,7 @@ extension ObjectGraph {
         if let parent = parentContext { return try parent.rowsForChild(ids).values.map(FetchedRow.snapshot) }
         let permanent = ids.filter { !$0.isTemporaryID }
         let (cached, batches) = if let generation = try readGeneration() {
-            (([ObjectSnapshot]()), try coordinator.records(of: permanent, in: generation))
+            try coordinator.records(of: permanent, in: generation)
         } else {
             try coordinator.records(of: permanent, staleness: batching.stalenessInterval)
         }

@@ -22,7 +22,7 @@ extension PersistentStoreCoordinator {
     /// pages (the file grows) and holds a reader slot. See <doc:QueryGenerations>.
     public nonisolated var queryGenerationStatistics: QueryGenerationStatistics {
         let open = generations.open
-        // Server stores have no pinned snapshots (yet): only LMDB stores have reader slots.
+        // Only LMDB stores have reader slots; a server store's pinned snapshots are counted apart.
         let stores = persistentStores.compactMap(\.file).map { file in
             let environment = file.environment
             let info = environment.info
@@ -33,7 +33,8 @@ extension PersistentStoreCoordinator {
         }
         return QueryGenerationStatistics(
             openGenerations: open.count, pinnedContexts: open.reduce(0) { $0 + $1.leases },
-            oldestGenerationAge: open.map(\.age).max(), stores: stores)
+            oldestGenerationAge: open.map(\.age).max(), stores: stores,
+            serverSnapshots: open.reduce(0) { $0 + $1.openServerSnapshots })
     }
 
     // MARK: For contexts
@@ -52,12 +53,21 @@ extension PersistentStoreCoordinator {
     /// - Throws: ``StrataError/storage(_:)``: ``StrataLMDB/LMDBError/readersFull`` when a
     ///   store has no free reader slot.
     nonisolated func newestGeneration() throws(StrataError) -> QueryGeneration {
-        if let open = generations.generation(named: newestToken()) { return open }
+        let stores = persistentStores
+        // A server store's newest state has no name without a snapshot: a generation of
+        // one is new each time (taken in one round trip).
+        if !stores.contains(where: { $0.sql != nil }), let open = generations.generation(named: newestToken()) { return open }
         var snapshots: [UUID: ReadSnapshot] = [:]
-        for file in persistentStores.compactMap(\.file) {
-            snapshots[file.identifier] = try StoreFile.storage { try file.environment.makeSnapshot() }
+        var serverSnapshots: [UUID: SQLSnapshot] = [:]
+        for store in stores {
+            switch store.backend {
+            case .lmdb(let file):
+                snapshots[file.identifier] = try StoreFile.storage { try file.environment.makeSnapshot() }
+            case .sql(let sql):
+                serverSnapshots[store.identifier] = try sql.makeSnapshot(idleTimeout: queryGenerationAgePolicy.maximumAge)
+            }
         }
-        return generations.register(QueryGeneration(snapshots: snapshots, registry: generations))
+        return generations.register(QueryGeneration(snapshots: snapshots, serverSnapshots: serverSnapshots, registry: generations))
     }
 
     /// The generation `token` names: ``QueryGenerationToken/current`` is the newest; any
@@ -72,24 +82,41 @@ extension PersistentStoreCoordinator {
         if let open = generations.generation(named: token) { return open }
         let stores = persistentStores
         var snapshots: [UUID: ReadSnapshot] = [:]
+        var serverSnapshots: [UUID: SQLSnapshot] = [:]
         for (identifier, transaction) in transactions {
-            guard let file = stores.first(where: { $0.identifier == identifier })?.file,
-                  file.environment.info.lastTransactionID == transaction
-            else { throw .queryGenerationUnavailable(token) }
-            let snapshot = try StoreFile.storage { try file.environment.makeSnapshot() }
-            // A commit may have landed between the check and the snapshot.
-            guard snapshot.transactionID == transaction else { throw .queryGenerationUnavailable(token) }
-            snapshots[identifier] = snapshot
+            guard let store = stores.first(where: { $0.identifier == identifier }) else { throw .queryGenerationUnavailable(token) }
+            switch store.backend {
+            case .lmdb(let file):
+                guard file.environment.info.lastTransactionID == transaction else { throw .queryGenerationUnavailable(token) }
+                let snapshot = try StoreFile.storage { try file.environment.makeSnapshot() }
+                // A commit may have landed between the check and the snapshot.
+                guard snapshot.transactionID == transaction else { throw .queryGenerationUnavailable(token) }
+                snapshots[identifier] = snapshot
+            case .sql(let sql):
+                // The state is still the newest when a new snapshot is described the same.
+                let snapshot = try sql.makeSnapshot(idleTimeout: queryGenerationAgePolicy.maximumAge)
+                guard snapshot.horizon == transaction, snapshot.state == token.serverStates[identifier] else {
+                    throw .queryGenerationUnavailable(token)
+                }
+                serverSnapshots[identifier] = snapshot
+            }
         }
-        return generations.register(QueryGeneration(snapshots: snapshots, registry: generations))
+        return generations.register(QueryGeneration(snapshots: snapshots, serverSnapshots: serverSnapshots, registry: generations))
     }
 
     /// The stored state of `id` in `generation`'s snapshot (never the row cache, which
     /// holds newer rows); nil when its row does not exist there.
     nonisolated func snapshot(of id: ManagedObjectID, in generation: QueryGeneration) throws -> ObjectSnapshot? {
         let store = try store(of: id)
-        let snapshot = try generation.snapshot(of: store)
-        return try store.requireLMDB("reading a pinned query generation").readSnapshots(of: [id], in: snapshot).first
+        switch store.backend {
+        case .lmdb(let file): return try file.readSnapshots(of: [id], in: try generation.snapshot(of: store)).first
+        case .sql(let sql): return try sql.snapshots(of: [id], in: try serverSnapshot(of: store, sql, in: generation)).first
+        }
+    }
+
+    /// `generation`'s snapshot of server store `store`.
+    nonisolated func serverSnapshot(of store: PersistentStore, _ sql: SQLStore, in generation: QueryGeneration) throws(StrataError) -> SQLSnapshot {
+        try generation.serverSnapshot(of: store, sql, idleTimeout: queryGenerationAgePolicy.maximumAge)
     }
 
     /// The states of `ids` in `generation`'s snapshots; rows that do not exist there,
@@ -103,8 +130,11 @@ extension PersistentStoreCoordinator {
         let stores = persistentStores
         for (identifier, wanted) in byStore {
             guard let store = stores.first(where: { $0.identifier == identifier }) else { continue }
-            let snapshot = try generation.snapshot(of: store)
-            for row in try store.requireLMDB("reading a pinned query generation").readSnapshots(of: wanted, in: snapshot) { found[row.objectID] = row }
+            let rows = switch store.backend {
+            case .lmdb(let file): try file.readSnapshots(of: wanted, in: try generation.snapshot(of: store))
+            case .sql(let sql): try sql.snapshots(of: wanted, in: try serverSnapshot(of: store, sql, in: generation))
+            }
+            for row in rows { found[row.objectID] = row }
         }
         return found
     }

@@ -96,18 +96,25 @@ extension PersistentStoreCoordinator {
         try store.requireLMDB("reading stored records").forEachRecord(of: objects, body)
     }
 
-    /// The rows of `ids` in `generation`'s snapshots, as stored records.
-    nonisolated func records(of ids: some Sequence<ManagedObjectID>, in generation: QueryGeneration) throws -> [RowBatch] {
+    /// The rows of `ids` in `generation`'s snapshots: stored records of LMDB stores,
+    /// snapshots of server stores' rows.
+    nonisolated func records(
+        of ids: some Sequence<ManagedObjectID>, in generation: QueryGeneration
+    ) throws -> (snapshots: [ObjectSnapshot], batches: [RowBatch]) {
         var byStore: [UUID: [ManagedObjectID]] = [:]
         for id in ids {
             if let store = id.storeIdentifier { byStore[store, default: []].append(id) }
         }
+        var snapshots: [ObjectSnapshot] = []
         var batches: [RowBatch] = []
         for (identifier, wanted) in byStore {
             guard let store = persistentStores.first(where: { $0.identifier == identifier }) else { continue }
-            batches.append(try store.requireLMDB("reading a pinned query generation").readRecords(of: wanted, in: try generation.snapshot(of: store)))
+            switch store.backend {
+            case .lmdb(let file): batches.append(try file.readRecords(of: wanted, in: try generation.snapshot(of: store)))
+            case .sql(let sql): snapshots += try sql.snapshots(of: wanted, in: try serverSnapshot(of: store, sql, in: generation))
+            }
         }
-        return batches
+        return (snapshots, batches)
     }
 
     /// Throws ``StrataError/storage(_:)`` of ``LMDBError/environmentUnusable`` when the
@@ -131,11 +138,11 @@ extension PersistentStoreCoordinator {
         var found: [ManagedObjectID: [ManagedObjectID]] = [:]
         for (identifier, owners) in byStore {
             guard let store = persistentStores.first(where: { $0.identifier == identifier }) else { continue }
-            let snapshot = try generation?.snapshot(of: store)
-            if snapshot == nil { countRead() }
+            if generation == nil { countRead() }
             let links = switch store.backend {
-            case .lmdb(let file): try file.readDestinations(of: owners, relationship: relationship, in: snapshot)
-            case .sql(let sql): try sql.destinations(of: owners, relationship: relationship)
+            case .lmdb(let file): try file.readDestinations(of: owners, relationship: relationship, in: try generation?.snapshot(of: store))
+            case .sql(let sql):
+                try sql.destinations(of: owners, relationship: relationship, in: try generation.map { try serverSnapshot(of: store, sql, in: $0) })
             }
             found.merge(links) { $1 }
         }

@@ -301,11 +301,13 @@ public actor PersistentStoreCoordinator {
         of id: ManagedObjectID, relationship: String, in generation: QueryGeneration? = nil
     ) throws -> [ManagedObjectID] {
         let store = try store(of: id)
-        let snapshot = try generation?.snapshot(of: store)
-        if snapshot == nil { countRead() }
+        if generation == nil { countRead() }
         switch store.backend {
-        case .lmdb(let file): return try file.read(in: snapshot) { reader in try reader.destinations(of: id, relationship: relationship) }
-        case .sql(let sql): return try sql.destinations(of: [id], relationship: relationship)[id] ?? []
+        case .lmdb(let file):
+            return try file.read(in: try generation?.snapshot(of: store)) { reader in try reader.destinations(of: id, relationship: relationship) }
+        case .sql(let sql):
+            let snapshot = try generation.map { try serverSnapshot(of: store, sql, in: $0) }
+            return try sql.destinations(of: [id], relationship: relationship, in: snapshot)[id] ?? []
         }
     }
 
@@ -322,14 +324,13 @@ public actor PersistentStoreCoordinator {
         let stores = stores(for: request.entityName, includesSubentities: request.includesSubentities)
         var plan: FetchPlan?   // planned for the first LMDB store: a server store plans its own SQL
         return try stores.map { store in
-            let snapshot = try generation?.snapshot(of: store)
-            if snapshot == nil { countRead() }
+            if generation == nil { countRead() }
             switch store.backend {
             case .lmdb(let file):
                 let lmdbPlan = try plan ?? FetchPlanner.plan(request, in: managedObjectModel)
                 plan = lmdbPlan
-                return try file.read(in: snapshot) { reader in try reader.execute(lmdbPlan, sink: sink) }
-            case .sql(let sql): return try sql.fetch(request)
+                return try file.read(in: try generation?.snapshot(of: store)) { reader in try reader.execute(lmdbPlan, sink: sink) }
+            case .sql(let sql): return try sql.fetch(request, in: try generation.map { try serverSnapshot(of: store, sql, in: $0) })
             }
         }
     }

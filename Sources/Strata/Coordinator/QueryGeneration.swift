@@ -15,19 +15,33 @@ final class QueryGeneration: Sendable {
     let createdAt: ContinuousClock.Instant
     /// The snapshot of each store it was taken of, by store identifier.
     private let snapshots: [UUID: ReadSnapshot]
+    /// The snapshot of each server store it was taken of, by store identifier.
+    private let serverSnapshots: [UUID: SQLSnapshot]
     /// Snapshots of stores added after it was taken, made at their first read.
     private let lateSnapshots = LockedValue<[UUID: ReadSnapshot]>([:])
+    /// Snapshots of server stores added after it was taken, made at their first read.
+    private let lateServerSnapshots = LockedValue<[UUID: SQLSnapshot]>([:])
     /// The contexts pinned to it now.
     private let leaseCount = LockedValue(0)
     /// The registry that shares it, told when it goes.
     private let registry: QueryGenerationRegistry
 
-    /// A generation over `snapshots`, named by their transaction ids.
-    init(snapshots: [UUID: ReadSnapshot], registry: QueryGenerationRegistry) {
+    /// A generation over `snapshots` (and `serverSnapshots`), named by their transaction
+    /// ids (and the server snapshots' horizons and descriptions).
+    init(snapshots: [UUID: ReadSnapshot], serverSnapshots: [UUID: SQLSnapshot] = [:], registry: QueryGenerationRegistry) {
         self.snapshots = snapshots
+        self.serverSnapshots = serverSnapshots
         self.registry = registry
-        token = QueryGenerationToken(transactions: snapshots.mapValues(\.transactionID))
+        token = QueryGenerationToken(
+            transactions: snapshots.mapValues(\.transactionID).merging(serverSnapshots.mapValues(\.horizon)) { lmdb, _ in lmdb },
+            serverStates: serverSnapshots.mapValues(\.state))
         createdAt = .now
+    }
+
+    /// The server stores' snapshots it holds open now (those taken with it and those made
+    /// since), for the statistics.
+    var openServerSnapshots: Int {
+        serverSnapshots.values.filter(\.isUsable).count + lateServerSnapshots.withLock { $0.values.filter(\.isUsable).count }
     }
 
     deinit {
@@ -51,8 +65,8 @@ final class QueryGeneration: Sendable {
     ///
     /// - Throws: ``StrataError/storage(_:)`` (``StrataLMDB/LMDBError/readersFull`` when
     ///   no reader slot is free).
-    /// - Throws: ``StrataError/unsupportedByStore(store:feature:)`` for a server store,
-    ///   which has no pinned snapshots yet.
+    /// - Throws: ``StrataError/unsupportedByStore(store:feature:)`` for a server store
+    ///   (whose snapshot is ``serverSnapshot(of:_:idleTimeout:)``'s).
     func snapshot(of store: PersistentStore) throws(StrataError) -> ReadSnapshot {
         let environment = try store.requireLMDB("reading a pinned query generation (setQueryGenerationFrom) of a \(store.type.rawValue) store").environment
         if let snapshot = snapshots[store.identifier], snapshot.environment === environment { return snapshot }
@@ -62,6 +76,31 @@ final class QueryGeneration: Sendable {
             late[store.identifier] = snapshot
             return snapshot
         }
+    }
+}
+
+extension QueryGeneration {
+    /// The snapshot server store `store` (`sql`) is read in: the one taken with the
+    /// generation, or for a store added since (or removed and added again), one made at
+    /// the first read of it (`idleTimeout`: ``SQLSnapshot/init(driver:location:idleTimeout:)``).
+    ///
+    /// - Throws: ``StrataError/queryGenerationUnavailable(_:)`` when the snapshot's
+    ///   connection failed or closed (the server ended the transaction: an idle timeout, a
+    ///   restart); ``StrataError/database(store:failure:)`` when a new one cannot be taken.
+    func serverSnapshot(of store: PersistentStore, _ sql: SQLStore, idleTimeout: Duration?) throws(StrataError) -> SQLSnapshot {
+        let snapshot: SQLSnapshot
+        if let taken = serverSnapshots[store.identifier] {
+            snapshot = taken
+        } else {
+            snapshot = try lateServerSnapshots.withLock { (late: inout [UUID: SQLSnapshot]) throws(StrataError) -> SQLSnapshot in
+                if let made = late[store.identifier] { return made }
+                let made = try sql.makeSnapshot(idleTimeout: idleTimeout)
+                late[store.identifier] = made
+                return made
+            }
+        }
+        guard snapshot.isUsable else { throw .queryGenerationUnavailable(token) }
+        return snapshot
     }
 }
 

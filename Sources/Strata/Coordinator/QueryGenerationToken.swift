@@ -3,8 +3,9 @@ import Foundation
 /// Names one query generation: a frozen state of the stores, which contexts pinned to it
 /// read, whatever is saved after (Core Data's `NSQueryGenerationToken`).
 ///
-/// A token is an LMDB transaction id per store (the last commit its snapshot sees), so
-/// two tokens are equal exactly when they name the same state. Take one from a pinned
+/// A token is an LMDB transaction id per store (the last commit its snapshot sees) and,
+/// for a PostgreSQL store, the server's description of its snapshot, so two tokens are
+/// equal exactly when they name the same state. Take one from a pinned
 /// context's ``ManagedObjectContext/queryGenerationToken``, or from a save notification
 /// (``ContextNotification/queryGenerationToken``), and give it to
 /// ``ManagedObjectContext/setQueryGenerationFrom(_:)`` to read that very state:
@@ -22,9 +23,13 @@ public struct QueryGenerationToken: Sendable, Hashable, CustomStringConvertible 
     /// The last transaction id each store's snapshot sees, by store identifier; nil for
     /// ``current``.
     let transactions: [UUID: Int]?
+    /// For each server store: its snapshot's description (`xmin:xmax:xip,...`), which
+    /// tells apart states with the same horizon (the number in ``transactions``).
+    let serverStates: [UUID: String]
 
-    init(transactions: [UUID: Int]?) {
+    init(transactions: [UUID: Int]?, serverStates: [UUID: String] = [:]) {
         self.transactions = transactions
+        self.serverStates = serverStates
     }
 
     /// The newest committed state, taken when the pinned context first reads.
@@ -33,8 +38,10 @@ public struct QueryGenerationToken: Sendable, Hashable, CustomStringConvertible 
     /// Whether this is ``current`` rather than the name of one state.
     public var isCurrent: Bool { transactions == nil }
 
-    /// The LMDB transaction id (`mdb_txn_id`) whose commit `store`'s snapshot sees, or
-    /// nil for ``current`` and for a store the generation does not name.
+    /// The LMDB transaction id (`mdb_txn_id`) whose commit `store`'s snapshot sees (for a
+    /// PostgreSQL store, the snapshot's `xmax`: the first transaction id it sees as not yet
+    /// begun, which never decreases from one snapshot to a newer one), or nil for
+    /// ``current`` and for a store the generation does not name.
     public func transactionID(in store: PersistentStore) -> Int? {
         transactions?[store.identifier]
     }
@@ -52,7 +59,12 @@ public struct QueryGenerationToken: Sendable, Hashable, CustomStringConvertible 
     /// (advancing from `other` to it would go back in time).
     func isNotNewer(than other: QueryGenerationToken) -> Bool {
         guard let mine = transactions, let theirs = other.transactions else { return false }
-        return mine.allSatisfy { store, id in theirs[store].map { id <= $0 } ?? true }
+        return mine.allSatisfy { store, id in
+            guard let their = theirs[store] else { return true }
+            // A server store's snapshots of one horizon may differ (transactions in
+            // progress then): the same one only when the descriptions agree.
+            return id < their || (id == their && serverStates[store] == other.serverStates[store])
+        }
     }
 }
 
@@ -110,6 +122,10 @@ public struct QueryGenerationStatistics: Sendable, Hashable {
     public let pinnedContexts: Int
     /// How long the oldest open generation has been open; nil when none is.
     public let oldestGenerationAge: Duration?
-    /// The reader slots of each store, in the coordinator's order.
+    /// The reader slots of each LMDB store, in the coordinator's order.
     public let stores: [StoreReaders]
+    /// The server stores' snapshots open now: each is a `REPEATABLE READ` transaction on a
+    /// connection of its own (outside the pool), which keeps the server from removing the
+    /// row versions it sees (see <doc:RunningOnPostgreSQL>).
+    public let serverSnapshots: Int
 }

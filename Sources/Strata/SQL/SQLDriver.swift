@@ -41,6 +41,11 @@ package protocol SQLDriver: AnyObject, Sendable {
     /// Closes every connection (listening ones too); later calls fail with a
     /// ``DatabaseFailure/Kind/connectionFailed``.
     func close()
+    /// Opens a connection of its own, outside the pool and not counted in its size, for
+    /// a long-lived session (a pinned query generation's `REPEATABLE READ` transaction);
+    /// `name` tells it apart in the server's activity view. Its owner serialises its
+    /// statements and closes it; the driver's ``close()`` closes it too.
+    func openSession(name: String) throws -> any SQLSession
     /// Listens for the notifications of `channel` on a connection of its own (outside the
     /// pool) and returns once the server delivers them: `notification` runs with each one's
     /// payload, `lost` once if the connection goes without being cancelled. Neither may
@@ -48,6 +53,14 @@ package protocol SQLDriver: AnyObject, Sendable {
     func listen(
         channel: String, notification: @escaping @Sendable (String) -> Void, lost: @escaping @Sendable () -> Void
     ) throws -> any SQLListener
+}
+
+/// A connection of its own, outside the pool, held by one owner for a long time: the
+/// transaction of a pinned query generation (``SQLDriver/openSession(name:)``).
+package protocol SQLSession: SQLConnection, Sendable {
+    /// Closes the connection without waiting for it (the server rolls back a transaction
+    /// left open). Statements after it fail with ``DatabaseFailure/Kind/connectionLost``.
+    func close()
 }
 
 /// A connection listening for notifications (``SQLDriver/listen(channel:notification:lost:)``).

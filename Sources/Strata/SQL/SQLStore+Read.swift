@@ -76,9 +76,10 @@ extension SQLStore {
         return snapshots
     }
 
-    /// ``snapshots(of:on:)`` on a connection of the pool.
-    func snapshots(of ids: [ManagedObjectID]) throws(StrataError) -> [ObjectSnapshot] {
-        try withConnection { connection in try snapshots(of: ids, on: connection) }
+    /// ``snapshots(of:on:)`` on a connection of the pool, or in `snapshot` (a pinned query
+    /// generation's).
+    func snapshots(of ids: [ManagedObjectID], in pinned: SQLSnapshot? = nil) throws(StrataError) -> [ObjectSnapshot] {
+        try withConnection(in: pinned) { connection in try snapshots(of: ids, on: connection) }
     }
 
     /// The stored destinations of to-many `relationship` of each of `owners` (permanent IDs
@@ -112,9 +113,12 @@ extension SQLStore {
         return found
     }
 
-    /// ``destinations(of:relationship:on:)`` on a connection of the pool.
-    func destinations(of owners: [ManagedObjectID], relationship name: String) throws(StrataError) -> [ManagedObjectID: [ManagedObjectID]] {
-        try withConnection { connection in try destinations(of: owners, relationship: name, on: connection) }
+    /// ``destinations(of:relationship:on:)`` on a connection of the pool, or in `snapshot`
+    /// (a pinned query generation's).
+    func destinations(
+        of owners: [ManagedObjectID], relationship name: String, in pinned: SQLSnapshot? = nil
+    ) throws(StrataError) -> [ManagedObjectID: [ManagedObjectID]] {
+        try withConnection(in: pinned) { connection in try destinations(of: owners, relationship: name, on: connection) }
     }
 
     /// Members of a many-to-many relationship, from its join table, in position order.

@@ -265,6 +265,23 @@ final class SQLStore: Sendable {
         return try Self.run(location) { try driver.withConnection(body) }
     }
 
+    /// Runs `body` on `snapshot`'s connection (a pinned query generation's transaction), or
+    /// on a connection of the pool when it is nil; errors as ``run(_:_:)`` makes them.
+    ///
+    /// - Throws: ``StrataError/coordinatorClosed`` once the coordinator closed the store.
+    func withConnection<R>(in pinned: SQLSnapshot?, _ body: (any SQLConnection) throws -> R) throws(StrataError) -> R {
+        guard let pinned else { return try withConnection(body) }
+        if closed.withLock({ $0 }) { throw .coordinatorClosed }
+        return try Self.run(location) { try pinned.run(body) }
+    }
+
+    /// A snapshot of the store's newest committed state, held open for a pinned query
+    /// generation (``SQLSnapshot``).
+    func makeSnapshot(idleTimeout: Duration?) throws(StrataError) -> SQLSnapshot {
+        if closed.withLock({ $0 }) { throw .coordinatorClosed }
+        return try SQLSnapshot(driver: driver, location: location, idleTimeout: idleTimeout)
+    }
+
     /// Closes the driver's connections.
     func close() {
         closed.withLock { $0 = true }
