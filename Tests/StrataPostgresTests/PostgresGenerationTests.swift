@@ -203,4 +203,54 @@ struct PostgresGenerationTests {
         }
         #expect(expired == .queryGenerationExpired)
     }
+
+    @Test("four contexts pinned to one token read it at once, again and again, while another instance saves: every read is the pinned state, on one shared snapshot")
+    func sharedSnapshotUnderConcurrentReads() async throws {
+        let store = PostgresTestStore()
+        let a = try await store.coordinator()
+        let b = try await store.coordinator()
+        let (folder, notes) = try await Self.folder(in: b)
+        let first = ManagedObjectContext(.privateQueue, coordinator: a)
+        let (expected, token) = try await first.perform { context in
+            try context.setQueryGenerationFrom(.current)
+            let view = try Self.view(in: context, folder: folder)
+            let token = context.queryGenerationToken
+            return (view, try #require(token))
+        }
+        let readers = (0..<4).map { ManagedObjectContext(.privateQueue, coordinator: a, name: "reader \($0)") }
+        for reader in readers { try await reader.perform { try $0.setQueryGenerationFrom(token) } }
+        let views = try await withThrowingTaskGroup(of: [String].self) { group in
+            group.addTask {
+                for round in 0..<10 {
+                    try await ManagedObjectContext(.privateQueue, coordinator: b).perform { context in
+                        try #require(try context.existingObject(with: notes[0]) as? PGNote).title = "round \(round)"
+                        let added = PGNote()
+                        added.title = "added \(round)"
+                        try context.insert(added)
+                        added.folder = try #require(try context.existingObject(with: folder) as? PGFolder)
+                        try context.save()
+                    }
+                }
+                return []
+            }
+            for reader in readers {
+                group.addTask {
+                    var seen: [String] = []
+                    for _ in 0..<10 {
+                        seen.append(try await reader.perform { context in
+                            try context.refreshAllObjects()
+                            return try Self.view(in: context, folder: folder)
+                        })
+                    }
+                    return seen
+                }
+            }
+            return try await group.reduce(into: []) { $0 += $1 }
+        }
+        #expect(views.count == 40)
+        #expect(views.allSatisfy { $0 == expected }, "\(Set(views))")
+        let statistics = a.queryGenerationStatistics
+        #expect(statistics.openGenerations == 1 && statistics.pinnedContexts == 5 && statistics.serverSnapshots == 1)
+        #expect(try Self.sessions(of: store) == 1)
+    }
 }
