@@ -389,4 +389,72 @@ struct PostgresMergeTests {
         let rows = try store.execute("SELECT count(*), count(DISTINCT label) FROM \"\(store.schema)\".\"Tag\"").rows.first
         #expect(rows == [.int64(8), .int64(8)])
     }
+
+    /// Folder `name`'s notes and note `title`'s folder, as a new context of `coordinator` reads them.
+    static func membership(_ title: String, folder name: String, in coordinator: PersistentStoreCoordinator) async throws -> String {
+        try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+            var notes = FetchRequest<PGNote>()
+            notes.predicate = try FetchPredicate(format: "title == %@", title)
+            let note = try #require(try context.fetch(notes).first)
+            var folders = FetchRequest<PGFolder>()
+            folders.predicate = try FetchPredicate(format: "name == %@", name)
+            let folder = try #require(try context.fetch(folders).first)
+            return "\(note.folder?.name ?? "-") \(folder.notes.map(\.title).sorted())"
+        }
+    }
+
+    @Test("a note another instance moved out of its folder is not linked back by a merging root save whose view of the folder mixes two moments (the stress test's lost write, on PostgreSQL)")
+    func staleMemberIsNotLinkedBack() async throws {
+        let store = PostgresTestStore()
+        let a = try await store.coordinator()
+        let b = try await store.coordinator()
+        let id = try await ManagedObjectContext(.privateQueue, coordinator: a).perform { context in
+            let folder = PGFolder()
+            folder.name = "Inbox"
+            try context.insert(folder)
+            let note = PGNote()
+            note.title = "a"
+            try context.insert(note)
+            note.folder = folder
+            try context.save()
+            return note.objectID
+        }
+        let root = ManagedObjectContext(.privateQueue, coordinator: a, name: "root")
+        root.mergePolicy = .mergeByPropertyObjectTrump
+        try await root.perform { context in
+            context.retainsRegisteredObjects = true
+            let note = try #require(try context.existingObject(with: id) as? PGNote)
+            #expect(note.folder?.name == "Inbox")   // the folder is read, its notes are not
+        }
+        let child = ManagedObjectContext(.privateQueue, parent: root, name: "child")
+        child.mergePolicy = .mergeByPropertyObjectTrump
+        try await child.perform { context in
+            context.retainsRegisteredObjects = true
+            let folder = try #require(try context.existingObject(with: id) as? PGNote).folder
+            let titles = folder?.notes.map(\.title)
+            #expect(titles == ["a"])   // read through the root, which does not load them
+        }
+        // Another instance moves the note out of the folder.
+        try await ManagedObjectContext(.privateQueue, coordinator: b).perform { context in
+            let note = try #require(try context.existingObject(with: id) as? PGNote)
+            _ = note.folder?.notes.count
+            note.folder = nil
+            try context.save()
+        }
+        try await child.perform { context in
+            let note = try #require(try context.existingObject(with: id) as? PGNote)
+            let added = PGNote()
+            added.title = "b"
+            try context.insert(added)
+            added.folder = note.folder
+            note.priority = 5
+            try context.save()
+        }
+        try await root.perform { context in try context.save() }
+        #expect(try await Self.membership("a", folder: "Inbox", in: b) == #"- ["b"]"#)
+        let priority = try await ManagedObjectContext(.privateQueue, coordinator: b).perform { context in
+            try #require(try context.existingObject(with: id) as? PGNote).priority
+        }
+        #expect(priority == 5)
+    }
 }
