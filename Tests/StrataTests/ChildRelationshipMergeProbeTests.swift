@@ -164,4 +164,37 @@ struct StaleMembershipMergeTests {
         #expect(stored.folder == "-", "\(stored)")
         #expect(stored.inverses.contains(#"Inbox: ["b", "y"]"#), "\(stored)")
     }
+
+    @Test("a many-to-many member another context removed from the other side is not put back by a save that read the members before", arguments: [MergePolicy.error, .mergeByPropertyObjectTrump])
+    func staleManyToManyMemberIsNotPutBack(policy: MergePolicy) async throws {
+        let coordinator = try await MergeWorld.coordinator()
+        let saver = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "saver")
+        saver.mergePolicy = policy
+        let id = try await saver.perform { context in
+            context.retainsRegisteredObjects = true
+            let note = try MergeWorld.named(Note.self, "a", in: context)
+            #expect(note.tags.map(\.label) == ["red"])
+            return note.objectID
+        }
+        // Another context takes the note out of the tag from the tag's side (the note a fault there).
+        try await ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "other").perform { context in
+            let red = try MergeWorld.named(Tag.self, "red", in: context)
+            red.notes.removeAll()
+            try context.save()
+        }
+        let outcome = try await saver.perform { context -> String in
+            let note = try #require(try context.existingObject(with: id) as? Note)
+            note.tags.insert(try MergeWorld.named(Tag.self, "green", in: context))
+            do {
+                try context.save()
+                return "saved"
+            } catch let error as StrataError where error.code == .mergeConflicts {
+                return "conflict"
+            }
+        }
+        let stored = try await MergeWorld.stored(id, on: coordinator)
+        #expect(!stored.tags.contains("red"), "\(outcome): \(stored)")
+        #expect(!stored.inverses.contains(#"red: ["a"]"#), "\(outcome): \(stored)")
+        if outcome == "saved" { #expect(stored.tags == ["green"], "\(stored)") }
+    }
 }
