@@ -166,13 +166,13 @@ extension ObjectGraph {
     /// `object` exactly when `target` holds the candidate. A candidate that is deleted,
     /// gone, or whose to-one inverse holds another object (which is not displaced) is
     /// taken out of `object`'s relationship instead. When `object`'s side is a to-many one,
-    /// a candidate whose to-one inverse holds nothing, and which the child's save does not
-    /// set (`toOneChanges`), keeps that to-one: the to-one end decides (rule 11), and this
-    /// context's views of the two ends may come from different moments (a to-many loaded
-    /// after another save moved the object out, or before it moved in). The candidate is
-    /// left as this context had it when it was among `object`'s own members before the
-    /// decision (`own`), else taken out. Every candidate is `touched` (the child reads it
-    /// again).
+    /// a candidate whose to-one inverse does not hold `object`, and which the child's save
+    /// does not set (`toOneChanges`), keeps that to-one: the to-one end decides (rule 11),
+    /// and this context's views of the two ends may come from different moments (a to-many
+    /// loaded after another save moved the object out, or before it moved in). The
+    /// candidate is left as this context had it when it was among `object`'s own members
+    /// before the decision (`own`), else taken out. Every candidate is `touched` (the child
+    /// reads it again).
     private func makeEdgesAgree(
         of object: ManagedObject, slot: Int, candidates: [ManagedObjectID], target: Set<ManagedObjectID>,
         own: Set<ManagedObjectID>, toOneChanges: [ManagedObjectID: [Int]], touched: inout Set<ManagedObjectID>
@@ -195,18 +195,18 @@ extension ObjectGraph {
             guard storage.contains(object) != present else { continue }
             switch storage {
             case .toOne(let held):
-                if present, let held, held !== object {
-                    try cut([candidate], from: object, slot: slot)   // it stays with the object it holds
+                if present, object.entity.relationships[slot].isToMany, toOneChanges[candidate]?.contains(inverse) != true {
+                    // A to-many side never sets the other end's to-one, unless the child set
+                    // it (a deletion undone gives back what its nullify took): that end
+                    // decides (rule 11), and this context may have read it before or after
+                    // another save moved it. A member this context held itself stays as it
+                    // was (nothing changes that the decision did not change); another one
+                    // is taken out.
+                    if !own.contains(candidate) { try cut([candidate], from: object, slot: slot) }
                     continue
                 }
-                if present, held == nil, object.entity.relationships[slot].isToMany,
-                   toOneChanges[candidate]?.contains(inverse) != true {
-                    // A to-many side never sets the other end's to-one either, unless the
-                    // child set it (a deletion undone gives back what its nullify took):
-                    // another save may have moved the object out since this context read
-                    // the to-many (rule 11). Nothing is changed here that the decision
-                    // did not change.
-                    if !own.contains(candidate) { try cut([candidate], from: object, slot: slot) }
+                if present, let held, held !== object {
+                    try cut([candidate], from: object, slot: slot)   // it stays with the object it holds
                     continue
                 }
                 if !present, held === object, object.entity.relationships[slot].isToMany {
