@@ -62,6 +62,15 @@ struct ChildRelationshipMergeProbeTests {
 /// link it back over the other save's move.
 @Suite("A stale membership never links an object back")
 struct StaleMembershipMergeTests {
+    /// Inserts note `title` into folder "Inbox".
+    static func addNote(_ title: String, priority: Int16, toInbox context: isolated ManagedObjectContext) throws {
+        let added = Note()
+        added.title = title
+        added.priority = priority
+        try context.insert(added)
+        added.folder = try MergeWorld.named(Folder.self, "Inbox", in: context)
+    }
+
     @Test("a note another save moved is not linked back by a merging root save whose view of its folder mixes two moments", arguments: ["none", "Later"])
     func staleMemberIsNotLinkedBack(move: String) async throws {
         let coordinator = try await MergeWorld.coordinator()
@@ -86,12 +95,7 @@ struct StaleMembershipMergeTests {
             try context.save()
         }
         try await child.perform { context in
-            let inbox = try MergeWorld.named(Folder.self, "Inbox", in: context)
-            let added = Note()
-            added.title = "b"
-            added.priority = 2
-            try context.insert(added)
-            added.folder = inbox
+            try Self.addNote("b", priority: 2, toInbox: context)
             try MergeWorld.note(id, in: context).priority = 5
             try context.save()
         }
@@ -120,11 +124,7 @@ struct StaleMembershipMergeTests {
         }
         let other = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "other")
         try await other.perform { context in
-            let added = Note()
-            added.title = "y"
-            added.priority = 1
-            try context.insert(added)
-            added.folder = try MergeWorld.named(Folder.self, "Inbox", in: context)
+            try Self.addNote("y", priority: 1, toInbox: context)
             try context.save()
         }
         try await root.perform { context in
@@ -144,11 +144,7 @@ struct StaleMembershipMergeTests {
             #expect(folder == nil)
         }
         try await child.perform { context in
-            let added = Note()
-            added.title = "b"
-            added.priority = 2
-            try context.insert(added)
-            added.folder = try MergeWorld.named(Folder.self, "Inbox", in: context)
+            try Self.addNote("b", priority: 2, toInbox: context)
             try context.save()
         }
         // The root's note keeps no folder (its folder's notes, loaded before the move, may
