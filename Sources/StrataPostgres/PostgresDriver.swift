@@ -485,6 +485,9 @@ final class PostgresSession: SQLSession, @unchecked Sendable {
     }
 
     func close() {
+        // Once closed (by the driver's close, whose event loop may be gone since), nothing
+        // more is asked of the connection.
+        guard !wrapped.connection.isClosed else { return }
         wrapped.connection.close().whenComplete { _ in }
     }
 }

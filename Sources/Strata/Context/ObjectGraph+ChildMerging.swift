@@ -211,8 +211,10 @@ extension ObjectGraph {
                 }
                 if !present, held === object, object.entity.relationships[slot].isToMany {
                     // A to-many side never clears the other end's to-one: that end decides
-                    // (its own change, or none), so the object keeps it as a member.
-                    try keep(end, in: object, slot: slot)
+                    // (its own change, or none), so the object keeps it as a member, when it
+                    // was one here. One this context's members did not hold (they were read
+                    // after another save moved it out, its to-one before) is not added.
+                    if own.contains(candidate) { try keep(end, in: object, slot: slot) }
                     continue
                 }
                 end.prepareRelationshipChange(inverse)
