@@ -305,7 +305,10 @@ final class PostgresDriver: SQLDriver, @unchecked Sendable {
             switch state {
             case "57014"?: kind = .timedOut   // query_canceled: statement_timeout
             case "42P01"?, "42703"?, "42804"?, "3F000"?, "42883"?: kind = .schemaChanged
-            case let code? where code.hasPrefix("08") || code == "57P01" || code == "57P02" || code == "57P03":
+            // 25P03/25P04: the server ended the session (idle in a transaction too long, a
+            // transaction timeout): the connection is gone, as after an administrator's end.
+            case let code? where code.hasPrefix("08") || code == "57P01" || code == "57P02" || code == "57P03"
+                || code == "25P03" || code == "25P04":
                 kind = connecting ? .connectionFailed : .connectionLost
             case let code? where code.hasPrefix("28") || code == "3D000":
                 kind = .connectionFailed

@@ -184,7 +184,9 @@ struct PostgresGenerationTests {
         let store = PostgresTestStore()
         let a = try await store.coordinator()
         let (folder, _) = try await Self.folder(in: a)
-        a.queryGenerationAgePolicy = .fail(after: .milliseconds(300))
+        // Long enough that no pause between the statements of one read reaches it (a run
+        // under the thread sanitizer is slow), short for a test.
+        a.queryGenerationAgePolicy = .fail(after: .milliseconds(1_500))
         let reader = ManagedObjectContext(.privateQueue, coordinator: a)
         try await reader.perform { context in
             try context.setQueryGenerationFrom(.current)
