@@ -48,6 +48,9 @@ final class PostgresDriver: SQLDriver, @unchecked Sendable {
     private var listeners: [ObjectIdentifier: PostgresListener] = [:]
     /// Sessions (pinned query generations' connections), outside the pool; guarded by `pool`.
     private var sessions: [ObjectIdentifier: PostgresSession] = [:]
+    /// Connections of ended sessions, kept for the next one (at most `maximumConnections`);
+    /// guarded by `pool`.
+    private var idleSessions: [PostgresConnection] = []
 
     /// A driver for `configuration`; its first connection opens at once, so that a server
     /// that cannot be reached fails the store's opening.
@@ -204,9 +207,12 @@ final class PostgresDriver: SQLDriver, @unchecked Sendable {
         listeners = [:]
         let held = Array(sessions.values)
         sessions = [:]
+        let parked = idleSessions
+        idleSessions = []
         pool.unlock()
         for listener in listening { listener.cancel() }
         for session in held { session.close() }
+        for connection in parked { try? connection.close().wait() }
         for connection in connections { try? connection.close().wait() }
         if inUse == 0 {
             try? group.syncShutdownGracefully()
@@ -224,10 +230,12 @@ final class PostgresDriver: SQLDriver, @unchecked Sendable {
         let connections = idle
         let listening = Array(listeners.values)
         let held = Array(sessions.values)
+        let parked = idleSessions
         let group = group
         Thread.detachNewThread {
             for listener in listening { listener.cancel() }
             for session in held { session.close() }
+            for connection in parked { try? connection.close().wait() }
             for connection in connections { try? connection.close().wait() }
             try? group.syncShutdownGracefully()
         }
@@ -239,9 +247,16 @@ final class PostgresDriver: SQLDriver, @unchecked Sendable {
         if pool.withLock({ closed }) {
             throw DatabaseFailure(kind: .connectionFailed, message: "the store's connection pool is closed")
         }
-        let connection = try connect(applicationName: String("\(name) \(schema)".utf8.prefix(63)) ?? name)
+        // The connection of an ended session when one is parked (a pin costs no connect then).
+        let parked = pool.withLock { () -> PostgresConnection? in
+            while let connection = idleSessions.popLast() {
+                if !connection.isClosed { return connection }
+            }
+            return nil
+        }
+        let connection = try parked ?? connect(applicationName: String("\(name) \(schema)".utf8.prefix(63)) ?? name)
         let session = PostgresSession(
-            connection: PostgresSQLConnection(connection: connection, answerLimit: answerLimit, logger: logger))
+            connection: PostgresSQLConnection(connection: connection, answerLimit: answerLimit, logger: logger), driver: self)
         let registered = pool.withLock { () -> Bool in
             guard !closed else { return false }
             sessions[ObjectIdentifier(session)] = session
@@ -251,10 +266,33 @@ final class PostgresDriver: SQLDriver, @unchecked Sendable {
             session.close()
             throw DatabaseFailure(kind: .connectionFailed, message: "the store's connection pool is closed")
         }
-        connection.closeFuture.whenComplete { [weak self] _ in
-            _ = self?.pool.withLock { self?.sessions.removeValue(forKey: ObjectIdentifier(session)) }
+        if parked == nil {
+            connection.closeFuture.whenComplete { [weak self] _ in
+                guard let self else { return }
+                pool.withLock {
+                    sessions = sessions.filter { $0.value.connection !== connection }
+                    idleSessions.removeAll { $0 === connection }
+                }
+            }
         }
         return session
+    }
+
+    /// Takes back the connection of an ended session whose transaction was rolled back:
+    /// parked for the next session, or closed when the driver is closed or enough are parked.
+    fileprivate func recycle(_ connection: PostgresConnection, of session: PostgresSession) {
+        let keep = pool.withLock { () -> Bool in
+            sessions.removeValue(forKey: ObjectIdentifier(session))
+            guard !closed, !connection.isClosed, idleSessions.count < maximumConnections else { return false }
+            idleSessions.append(connection)
+            return true
+        }
+        if !keep { connection.close().whenComplete { _ in } }
+    }
+
+    /// Forgets an ended session whose connection closed.
+    fileprivate func forget(_ session: PostgresSession) {
+        _ = pool.withLock { sessions.removeValue(forKey: ObjectIdentifier(session)) }
     }
 
     // MARK: Listening
@@ -474,20 +512,48 @@ final class PostgresListener: SQLListener, @unchecked Sendable {
 /// outside the pool.
 ///
 /// `@unchecked Sendable` because its statements are serialised by its one owner (a pinned
-/// query generation's snapshot, under its lock), and `close()` only asks the NIO channel
-/// to close, which is safe from any thread.
+/// query generation's snapshot, under its lock), `ended` is a `LockedValue`, and `end()` and
+/// `close()` only start work on the NIO channel, which is safe from any thread.
 final class PostgresSession: SQLSession, @unchecked Sendable {
     private let wrapped: PostgresSQLConnection
+    private weak var driver: PostgresDriver?
+    private let ended = LockedValue(false)
 
-    init(connection: PostgresSQLConnection) {
+    init(connection: PostgresSQLConnection, driver: PostgresDriver) {
         wrapped = connection
+        self.driver = driver
     }
+
+    var connection: PostgresConnection { wrapped.connection }
 
     func execute(_ sql: String, _ binds: [SQLValue]) throws -> SQLResult {
         try wrapped.execute(sql, binds)
     }
 
+    /// Rolls the session's transaction back without waiting, then parks the connection for
+    /// the next session (or closes it when that fails or the driver is gone).
+    func end() {
+        guard !ended.withLock({ (ended: inout Bool) -> Bool in defer { ended = true }; return ended }) else { return }
+        let connection = wrapped.connection
+        // A closed channel (the driver's close, a lost connection) takes no statement: its
+        // future would never complete.
+        guard !wrapped.broken, !connection.isClosed, let driver else {
+            driver?.forget(self)
+            if !connection.isClosed { connection.close().whenComplete { _ in } }
+            return
+        }
+        connection.query(PostgresQuery(unsafeSQL: "ROLLBACK"), logger: wrapped.logger).whenComplete { [weak driver] result in
+            switch result {
+            case .success: driver?.recycle(connection, of: self)
+            case .failure:
+                driver?.forget(self)
+                connection.close().whenComplete { _ in }
+            }
+        }
+    }
+
     func close() {
+        ended.withLock { $0 = true }
         // Once closed (by the driver's close, whose event loop may be gone since), nothing
         // more is asked of the connection.
         guard !wrapped.connection.isClosed else { return }

@@ -36,11 +36,20 @@ struct PostgresGenerationTests {
         return "\(titles) \(count) \(members)"
     }
 
-    /// The snapshot sessions of `store` the server runs now.
+    /// The snapshot sessions of `store` in a transaction on the server now (an ended
+    /// session's connection may stay, idle, for the next snapshot).
     static func sessions(of store: PostgresTestStore) throws -> Int {
         let rows = try store.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", [.text("strata snapshot \(store.schema)")]).rows
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state <> 'idle'",
+            [.text("strata snapshot \(store.schema)")]).rows
         return Int(rows.first?.first?.integer ?? -1)
+    }
+
+    /// The server processes of `store`'s snapshot sessions in a transaction now.
+    static func sessionPIDs(of store: PostgresTestStore) throws -> [SQLValue] {
+        try store.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND state <> 'idle' ORDER BY pid",
+            [.text("strata snapshot \(store.schema)")]).rows.map { $0[0] }
     }
 
     @Test("a pinned context (and another pinned to its token) reads its snapshot while another instance saves: fetches, counts, faults and to-many relationships repeat; unpinned contexts see the saves; the snapshot closes with the last context")
@@ -61,6 +70,7 @@ struct PostgresGenerationTests {
         #expect(token.transactionID(in: try #require(a.persistentStores.first)) != nil)
         #expect(a.queryGenerationStatistics.serverSnapshots == 1)
         #expect(try Self.sessions(of: store) == 1)
+        let firstPIDs = try Self.sessionPIDs(of: store)
 
         // Another instance changes n1, deletes n2 and adds n3 to the folder.
         try await ManagedObjectContext(.privateQueue, coordinator: b).perform { context in
@@ -98,6 +108,16 @@ struct PostgresGenerationTests {
         #expect(unpinned == after)
         #expect(a.queryGenerationStatistics.serverSnapshots == 0)
         #expect(try await PostgresHistoryTests.eventually { try Self.sessions(of: store) == 0 })
+        // The ended session's connection serves the next snapshot (once parked: the rollback's
+        // answer reaches the driver just after the server shows the session idle).
+        try await Task.sleep(for: .milliseconds(100))
+        let (next, pids) = try await reader.perform { context in
+            try context.setQueryGenerationFrom(.current)
+            defer { try? context.setQueryGenerationFrom(nil) }
+            return (try Self.view(in: context, folder: folder), try Self.sessionPIDs(of: store))
+        }
+        #expect(next == after)
+        #expect(pids == firstPIDs)
     }
 
     @Test("a token whose snapshot is gone is unavailable once the store changed; a pinned context's save moves it to the state its save made")

@@ -35,6 +35,7 @@ struct Options {
     var contexts = 8
     var runs = 3
     var merges = 500
+    var pins = 200
 
     init(_ arguments: [String]) {
         var iterator = arguments.dropFirst().makeIterator()
@@ -46,8 +47,9 @@ struct Options {
             case ("--contexts", let n?): contexts = n
             case ("--runs", let n?): runs = n
             case ("--merges", let n?): merges = n
+            case ("--pins", let n?): pins = n
             default:
-                FileHandle.standardError.write(Data("usage: pg-bench [--objects N] [--saves S] [--contexts C] [--runs R] [--merges M]\n".utf8))
+                FileHandle.standardError.write(Data("usage: pg-bench [--objects N] [--saves S] [--contexts C] [--runs R] [--merges M] [--pins P]\n".utf8))
                 exit(2)
             }
         }
@@ -121,6 +123,28 @@ func strataFetch(_ coordinator: PersistentStoreCoordinator) async throws -> Doub
         return try context.fetch(request).reduce(0) { $0 + Int($1.priority) }
     }
     precondition(count > 0)
+    return seconds(ContinuousClock.now - start)
+}
+
+/// `options.pins` times: a context pinned to the newest generation (`.current`) reads 20
+/// notes in id order, then lets the generation go: a snapshot (a session connection of its
+/// own, a `REPEATABLE READ` transaction) taken and ended each time.
+func strataPinnedReads(_ coordinator: PersistentStoreCoordinator) async throws -> Double {
+    let start = ContinuousClock.now
+    for _ in 0..<options.pins {
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let count = try await context.perform { context in
+            try context.setQueryGenerationFrom(.current)
+            var request = FetchRequest<BenchNote>()
+            request.sortDescriptors = [FetchSortDescriptor(key: "title")]
+            request.fetchLimit = 20
+            request.returnsObjectsAsFaults = false
+            let count = try context.fetch(request).count
+            try context.setQueryGenerationFrom(nil)
+            return count
+        }
+        precondition(count == 20)
+    }
     return seconds(ContinuousClock.now - start)
 }
 
@@ -261,6 +285,28 @@ func plainFetch(schema: String) async throws -> Double {
     return seconds(ContinuousClock.now - start)
 }
 
+/// The plain counterpart of ``strataPinnedReads(_:)``: a `REPEATABLE READ, READ ONLY`
+/// transaction on a pooled connection reads the same 20 rows, `options.pins` times.
+func plainPinnedReads(schema: String) async throws -> Double {
+    let start = ContinuousClock.now
+    for _ in 0..<options.pins {
+        let count = try await client.withConnection { connection in
+            try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
+            var notes: [PlainNote] = []
+            let rows = try await connection.query(
+                PostgresQuery(unsafeSQL: "SELECT id, version, title, priority, body, created FROM \"\(schema)\".notes ORDER BY title LIMIT 20"),
+                logger: logger)
+            for try await (id, version, title, priority, body, created) in rows.decode((Int64, Int64, String, Int64, String?, Date).self) {
+                notes.append(PlainNote(id: id, version: version, title: title, priority: priority, body: body, created: created))
+            }
+            try await connection.query("COMMIT", logger: logger)
+            return notes.count
+        }
+        precondition(count == 20)
+    }
+    return seconds(ContinuousClock.now - start)
+}
+
 func plainSaves(schema: String) async throws -> Double {
     try await freshSchema(schema, plain: true)
     let perContext = options.saves / options.contexts
@@ -296,18 +342,22 @@ func plainSaves(schema: String) async throws -> Double {
 
 try await withThrowingDiscardingTaskGroup { group in
     group.addTask { await client.run() }
-    var rows: [(String, [Double], [Double])] = [("import", [], []), ("fetch", [], []), ("saves", [], []), ("saves, notifying", [], [])]
+    var rows: [(String, [Double], [Double])] = [
+        ("import", [], []), ("fetch", [], []), ("pinned reads", [], []), ("saves", [], []), ("saves, notifying", [], []),
+    ]
     for run in 0..<options.runs {
         let (imported, coordinator) = try await strataImport(schema: "pgbench_strata")
         rows[0].1.append(imported)
         rows[1].1.append(try await strataFetch(coordinator))
+        rows[2].1.append(try await strataPinnedReads(coordinator))
         try await coordinator.close()
         rows[0].2.append(try await plainImport(schema: "pgbench_plain"))
         rows[1].2.append(try await plainFetch(schema: "pgbench_plain"))
-        rows[2].1.append(try await strataSaves(schema: "pgbench_strata"))
-        rows[2].2.append(try await plainSaves(schema: "pgbench_plain"))
-        rows[3].1.append(try await strataSaves(schema: "pgbench_strata", notifying: true))
-        rows[3].2.append(rows[2].2.last!)
+        rows[2].2.append(try await plainPinnedReads(schema: "pgbench_plain"))
+        rows[3].1.append(try await strataSaves(schema: "pgbench_strata"))
+        rows[3].2.append(try await plainSaves(schema: "pgbench_plain"))
+        rows[4].1.append(try await strataSaves(schema: "pgbench_strata", notifying: true))
+        rows[4].2.append(rows[3].2.last!)
         FileHandle.standardError.write(Data("run \(run + 1) of \(options.runs) done\n".utf8))
     }
     print("pg-bench: \(options.objects) objects, \(options.saves) saves over \(options.contexts) contexts, median of \(options.runs) runs")
@@ -316,8 +366,12 @@ try await withThrowingDiscardingTaskGroup { group in
     print("| --- | --- | --- | --- |")
     for (name, strata, plain) in rows {
         let s = median(strata), p = median(plain)
-        let unit = name.hasPrefix("saves") ? "\(Int(Double(options.saves) / s)) saves/s" : String(format: "%.1f ms", s * 1000)
-        let plainUnit = name.hasPrefix("saves") ? "\(Int(Double(options.saves) / p)) saves/s" : String(format: "%.1f ms", p * 1000)
+        func text(_ value: Double) -> String {
+            if name.hasPrefix("saves") { return "\(Int(Double(options.saves) / value)) saves/s" }
+            if name == "pinned reads" { return String(format: "%.2f ms per pin", value * 1000 / Double(options.pins)) }
+            return String(format: "%.1f ms", value * 1000)
+        }
+        let unit = text(s), plainUnit = text(p)
         print("| \(name) | \(unit) | \(plainUnit) | \(String(format: "%.2f×", s / p)) |")
     }
     if options.merges > 0 {

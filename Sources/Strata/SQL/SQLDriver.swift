@@ -58,6 +58,10 @@ package protocol SQLDriver: AnyObject, Sendable {
 /// A connection of its own, outside the pool, held by one owner for a long time: the
 /// transaction of a pinned query generation (``SQLDriver/openSession(name:)``).
 package protocol SQLSession: SQLConnection, Sendable {
+    /// Ends the session without waiting: its transaction is rolled back and the driver may
+    /// give its connection to a later session (so that a pin does not cost a connect).
+    /// No statement may follow.
+    func end()
     /// Closes the connection without waiting for it (the server rolls back a transaction
     /// left open). Statements after it fail with ``DatabaseFailure/Kind/connectionLost``.
     func close()

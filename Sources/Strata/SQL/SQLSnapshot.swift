@@ -37,15 +37,15 @@ final class SQLSnapshot: Sendable {
         let session = try SQLStore.run(location) { try driver.openSession(name: "strata snapshot") }
         do {
             let taken = try SQLStore.run(location) { () throws -> (String, Int, String) in
-                if let idleTimeout {
-                    let milliseconds = max(1, idleTimeout.components.seconds * 1_000 + idleTimeout.components.attoseconds / 1_000_000_000_000_000)
-                    _ = try session.execute("SET idle_in_transaction_session_timeout = \(milliseconds)", [])
-                }
+                // The timeout is the transaction's own (set_config's `is_local`): a session
+                // whose connection is used again starts without it. 0 turns it off.
+                let milliseconds = idleTimeout.map { max(1, $0.components.seconds * 1_000 + $0.components.attoseconds / 1_000_000_000_000_000) } ?? 0
                 _ = try session.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", [])
                 let row = try session.execute(
-                    "SELECT pg_current_snapshot()::text, pg_snapshot_xmax(pg_current_snapshot())::text::bigint, pg_export_snapshot()", []
+                    "SELECT pg_current_snapshot()::text, pg_snapshot_xmax(pg_current_snapshot())::text::bigint, pg_export_snapshot(), "
+                        + "set_config('idle_in_transaction_session_timeout', $1, true)", [.text("\(milliseconds)")]
                 ).rows.first
-                guard let row, row.count == 3, case .text(let state) = row[0], let horizon = row[1].integer, case .text(let name) = row[2] else {
+                guard let row, row.count == 4, case .text(let state) = row[0], let horizon = row[1].integer, case .text(let name) = row[2] else {
                     throw DatabaseFailure(kind: .serverError, message: "the server did not describe the snapshot it took")
                 }
                 return (state, Int(horizon), name)
@@ -59,7 +59,7 @@ final class SQLSnapshot: Sendable {
     }
 
     deinit {
-        session.close()   // the server rolls the read-only transaction back
+        session.end()   // rolled back; the connection may serve a later snapshot
     }
 
     /// Whether the snapshot can still be read (its connection did not fail or close).
