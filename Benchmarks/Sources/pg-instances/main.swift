@@ -212,71 +212,59 @@ func contention(_ system: System, process: Int, contexts: Int, duration: Duratio
             workers.append((context, mine))
         }
         await start()
-        let deadline = ContinuousClock.now + duration
-        let saves = try await withThrowingTaskGroup(of: Int.self) { group in
-            for (context, mine) in workers {
-                group.addTask {
-                    var saves = 0
-                    while ContinuousClock.now < deadline {
-                        let id = mine[saves % mine.count]
-                        try await context.perform { context in
-                            (context.registeredObject(for: id) as? InstanceNote)?.score += 1
-                            try context.save()
-                        }
-                        saves += 1
-                    }
-                    return saves
-                }
+        let saves = try await steps(workers: workers.count, for: duration) { [workers] worker, done in
+            let (context, mine) = workers[worker]
+            let id = mine[done % mine.count]
+            try await context.perform { context in
+                (context.registeredObject(for: id) as? InstanceNote)?.score += 1
+                try context.save()
             }
-            return try await group.reduce(0, +)
         }
         try await coordinator.close()
         return saves
     case .plain:
         return try await withClient(contexts: contexts) { client in
             await start()
-            let deadline = ContinuousClock.now + duration
-            return try await withThrowingTaskGroup(of: Int.self) { group in
-                for worker in 0..<contexts {
-                    let first = (process * contexts + worker) * objectsPerWorker
-                    group.addTask {
-                        var saves = 0
-                        while ContinuousClock.now < deadline {
-                            let id = Int64(first + saves % objectsPerWorker + 1)
-                            try await client.query("UPDATE \(unescaped: "\"\(plainSchema)\"").notes SET score = score + 1, version = version + 1 WHERE id = \(id)")
-                            saves += 1
-                        }
-                        return saves
-                    }
-                }
-                return try await group.reduce(0, +)
+            return try await steps(workers: contexts, for: duration) { worker, done in
+                let id = Int64((process * contexts + worker) * objectsPerWorker + done % objectsPerWorker + 1)
+                try await client.query("UPDATE \(unescaped: "\"\(plainSchema)\"").notes SET score = score + 1, version = version + 1 WHERE id = \(id)")
             }
         }
     case .fluent:
         let databases = fluentDatabases(contexts: contexts)
         let database = databases.database(.psql, logger: logger, on: MultiThreadedEventLoopGroup.singleton.any())!
         await start()
-        let deadline = ContinuousClock.now + duration
-        let saves = try await withThrowingTaskGroup(of: Int.self) { group in
-            for worker in 0..<contexts {
-                let first = (process * contexts + worker) * objectsPerWorker
-                group.addTask {
-                    var saves = 0
-                    while ContinuousClock.now < deadline {
-                        let id = Int64(first + saves % objectsPerWorker + 1)
-                        guard let note = try await FluentNote.find(id, on: database) else { throw CancellationError() }
-                        note.score += 1
-                        note.version += 1
-                        try await note.save(on: database)
-                        saves += 1
-                    }
-                    return saves
-                }
-            }
-            return try await group.reduce(0, +)
+        let saves = try await steps(workers: contexts, for: duration) { worker, done in
+            let id = Int64((process * contexts + worker) * objectsPerWorker + done % objectsPerWorker + 1)
+            guard let note = try await FluentNote.find(id, on: database) else { throw CancellationError() }
+            note.score += 1
+            note.version += 1
+            try await note.save(on: database)
         }
         await databases.shutdownAsync()
         return saves
+    }
+}
+
+/// Runs `workers` tasks at once, each calling `step(worker, done)` (`done`: the steps that
+/// worker finished so far) again and again until `duration` from now has passed, and returns
+/// the steps finished in all: how every scenario here counts its work.
+func steps(
+    workers: Int, for duration: Duration, _ step: @escaping @Sendable (_ worker: Int, _ done: Int) async throws -> Void
+) async throws -> Int {
+    let deadline = ContinuousClock.now + duration
+    return try await withThrowingTaskGroup(of: Int.self) { group in
+        for worker in 0..<workers {
+            group.addTask {
+                var done = 0
+                while ContinuousClock.now < deadline {
+                    try await step(worker, done)
+                    done += 1
+                }
+                return done
+            }
+        }
+        return try await group.reduce(0, +)
     }
 }
 
@@ -287,72 +275,39 @@ func readers(_ system: System, duration: Duration) async throws -> Int {
     switch system {
     case .strata:
         let coordinator = try await strataCoordinator(contexts: readerCount)
-        let queries = try await withThrowingTaskGroup(of: Int.self) { group in
-            let deadline = ContinuousClock.now + duration
-            // The request is made once, as an application keeps it.
-            var request = FetchRequest<InstanceNote>()
-            request.predicate = try FetchPredicate(format: "priority == 7", argumentArray: [])
-            request.returnsObjectsAsFaults = false
-            for _ in 0..<readerCount {
-                let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
-                group.addTask { [request] in
-                    var queries = 0
-                    while ContinuousClock.now < deadline {
-                        let found = try await context.perform { context in
-                            let count = try context.fetch(request).reduce(0) { $0 + ($1.score >= 0 ? 1 : 0) }
-                            context.reset()
-                            return count
-                        }
-                        precondition(found >= 100)
-                        queries += 1
-                    }
-                    return queries
-                }
+        // The request is made once, as an application keeps it.
+        var request = FetchRequest<InstanceNote>()
+        request.predicate = try FetchPredicate(format: "priority == 7", argumentArray: [])
+        request.returnsObjectsAsFaults = false
+        let contexts = (0..<readerCount).map { _ in ManagedObjectContext(.privateQueue, coordinator: coordinator) }
+        let queries = try await steps(workers: readerCount, for: duration) { [request] reader, _ in
+            let found = try await contexts[reader].perform { context in
+                let count = try context.fetch(request).reduce(0) { $0 + ($1.score >= 0 ? 1 : 0) }
+                context.reset()
+                return count
             }
-            return try await group.reduce(0, +)
+            precondition(found >= 100)
         }
         try await coordinator.close()
         return queries
     case .plain:
         return try await withClient(contexts: readerCount) { client in
-            let deadline = ContinuousClock.now + duration
-            return try await withThrowingTaskGroup(of: Int.self) { group in
-                for _ in 0..<readerCount {
-                    group.addTask {
-                        var queries = 0
-                        while ContinuousClock.now < deadline {
-                            var found = 0
-                            let rows = try await client.query(
-                                "SELECT id, version, title, priority, score FROM \(unescaped: "\"\(plainSchema)\"").notes WHERE priority = 7")
-                            for try await (id, _, title, _, score) in rows.decode((Int64, Int64, String, Int64, Int64).self) where id > 0 && !title.isEmpty && score >= 0 {
-                                found += 1
-                            }
-                            precondition(found >= 100)
-                            queries += 1
-                        }
-                        return queries
-                    }
+            try await steps(workers: readerCount, for: duration) { _, _ in
+                var found = 0
+                let rows = try await client.query(
+                    "SELECT id, version, title, priority, score FROM \(unescaped: "\"\(plainSchema)\"").notes WHERE priority = 7")
+                for try await (id, _, title, _, score) in rows.decode((Int64, Int64, String, Int64, Int64).self) where id > 0 && !title.isEmpty && score >= 0 {
+                    found += 1
                 }
-                return try await group.reduce(0, +)
+                precondition(found >= 100)
             }
         }
     case .fluent:
         let databases = fluentDatabases(contexts: readerCount)
         let database = databases.database(.psql, logger: logger, on: MultiThreadedEventLoopGroup.singleton.any())!
-        let deadline = ContinuousClock.now + duration
-        let queries = try await withThrowingTaskGroup(of: Int.self) { group in
-            for _ in 0..<readerCount {
-                group.addTask {
-                    var queries = 0
-                    while ContinuousClock.now < deadline {
-                        let found = try await FluentNote.query(on: database).filter(\.$priority == 7).all()
-                        precondition(found.count >= 100)
-                        queries += 1
-                    }
-                    return queries
-                }
-            }
-            return try await group.reduce(0, +)
+        let queries = try await steps(workers: readerCount, for: duration) { _, _ in
+            let found = try await FluentNote.query(on: database).filter(\.$priority == 7).all()
+            precondition(found.count >= 100)
         }
         await databases.shutdownAsync()
         return queries
