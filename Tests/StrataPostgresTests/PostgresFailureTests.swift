@@ -27,13 +27,15 @@ struct PostgresFailureTests {
         }
     }
 
-    @Test("a store written with another model is refused (modelMismatch); tables not the model's are refused (incompatibleStore)")
+    @Test("a store written with another model is refused (modelMismatch) when migration is off; tables not the model's are refused (incompatibleStore)")
     func mismatches() async throws {
         let store = PostgresTestStore()
         _ = try await store.coordinator()
         let other = try ManagedObjectModel(types: [PGFolder.self, PGNote.self, PGTag.self])
+        var off = PersistentStore.Options()
+        off.shouldMigrateStoreAutomatically = false   // else the store migrates to `other` (BothStoresMigrationTests)
         await #expect {
-            try await PersistentStoreCoordinator(managedObjectModel: other).addPersistentStore(type: .postgres(store.configuration))
+            try await PersistentStoreCoordinator(managedObjectModel: other).addPersistentStore(type: .postgres(store.configuration), options: off)
         } throws: { ($0 as? StrataError)?.code == .modelMismatch }
         _ = try store.execute("ALTER TABLE \"\(store.schema)\".\"Note\" DROP COLUMN \"body\"")
         await #expect {

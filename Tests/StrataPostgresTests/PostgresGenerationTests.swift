@@ -75,7 +75,7 @@ struct PostgresGenerationTests {
         // Another instance changes n1, deletes n2 and adds n3 to the folder.
         try await ManagedObjectContext(.privateQueue, coordinator: b).perform { context in
             try #require(try context.existingObject(with: notes[0]) as? PGNote).title = "n1 changed"
-            try context.delete(try #require(try context.existingObject(with: notes[1])))
+            try context.delete(try context.existingObject(with: notes[1]))
             let added = PGNote()
             added.title = "n3"
             try context.insert(added)

@@ -192,6 +192,14 @@ public final class PersistentStore: Sendable, Hashable, CustomStringConvertible 
         if case .lmdb(let file) = backend { file } else { nil }
     }
 
+    /// The lightweight migration the store's opening ran, if it ran one: the versions and stages.
+    var migration: (from: String, to: String, stages: [String])? {
+        switch backend {
+        case .lmdb(let file): file.migration
+        case .sql(let store): store.migration
+        }
+    }
+
     /// The server store; nil for an LMDB one.
     var sql: SQLStore? {
         if case .sql(let store) = backend { store } else { nil }
@@ -217,7 +225,7 @@ public final class PersistentStore: Sendable, Hashable, CustomStringConvertible 
             scratch = nil
             let driver = try opener.makeDriver(logger: logger)
             do {
-                backend = .sql(try SQLStore(driver: driver, model: model, entityNames: entities))
+                backend = .sql(try SQLStore(driver: driver, model: model, entityNames: entities, migration: MigrationSettings(options)))
             } catch {
                 driver.close()
                 throw error

@@ -129,10 +129,10 @@ public actor PersistentStoreCoordinator {
                 staged = try await StagedMigration.runIfNeeded(at: url, model: managedObjectModel, options: options)
             }
             let store = try addPersistentStoreSynchronously(type: type, configuration: configuration, at: url, options: options)
-            if let span, staged || store.file?.migration != nil {
+            if let span, staged || store.migration != nil {
                 span.operationName = "migrate"
                 span.attributes["db.operation.name"] = "migrate"
-                if let migration = store.file?.migration {
+                if let migration = store.migration {
                     span.attributes["strata.migration.from"] = migration.from
                     span.attributes["strata.migration.to"] = migration.to
                     span.attributes["strata.migration.stages"] = migration.stages.joined(separator: "; ")
@@ -174,7 +174,7 @@ public actor PersistentStoreCoordinator {
             throw .incompatibleStore(
                 store: store.url?.path ?? "(in memory)", reason: "a store with the same UUID (\(store.identifier)) is already added")
         }
-        if let migration = store.file?.migration {
+        if let migration = store.migration {
             logger.debug("store migrated", metadata: store.logMetadata.merging([
                 "strata.migration.from": "\(migration.from)", "strata.migration.to": "\(migration.to)",
                 "strata.migration.stages": "\(migration.stages.joined(separator: "; "))",

@@ -8,6 +8,19 @@ struct MigrationFailure: Error, Sendable {
     let reason: String
     /// The uniqueness conflicts found, when that is what went wrong.
     var conflicts: [ConstraintConflict] = []
+
+    /// The failure of stored objects that break a new uniqueness constraint, naming every
+    /// conflict: `Volume[title] = "A" held by Volume p1, Volume p4`.
+    static func brokenConstraints(_ conflicts: [ConstraintConflict]) -> MigrationFailure {
+        let described = conflicts.map { conflict in
+            "\(conflict.entityName)[\(conflict.constraint.joined(separator: ", "))] = "
+                + conflict.constraint.map { conflict.values[$0]?.messageText ?? "nil" }.joined(separator: ", ")
+                + " held by " + conflict.objectIDs.map { "\($0.entityName) \($0.primaryKey.map { "\($0)" } ?? "?")" }.joined(separator: ", ")
+        }
+        return MigrationFailure(
+            reason: "stored objects break a new uniqueness constraint (change them in a custom stage first): " + described.joined(separator: "; "),
+            conflicts: conflicts)
+    }
 }
 
 /// How far a migration has come: for ``MigrationStep/run(in:storeIdentifier:counter:)``.
@@ -223,17 +236,7 @@ extension MigrationStep {
                 start = end
             }
         }
-        if !conflicts.isEmpty {
-            let described = conflicts.map { conflict in
-                "\(conflict.entityName)[\(conflict.constraint.joined(separator: ", "))] = "
-                    + conflict.constraint.map { conflict.values[$0]?.messageText ?? "nil" }.joined(separator: ", ")
-                    + " held by " + conflict.objectIDs.map { "\($0.entityName) \($0.primaryKey.map { "\($0)" } ?? "?")" }.joined(separator: ", ")
-            }
-            throw MigrationFailure(
-                reason: "stored objects break a new uniqueness constraint (change them in a custom stage first): "
-                    + described.joined(separator: "; "),
-                conflicts: conflicts)
-        }
+        if !conflicts.isEmpty { throw MigrationFailure.brokenConstraints(conflicts) }
         for (database, list) in sortedEntries {
             let unique = try Self.fresh(database, in: txn)
             for entry in list { try txn.put(entry.row.encoded, forKey: entry.key, in: unique, flags: .append) }

@@ -64,16 +64,20 @@ struct SQLLayout: Sendable {
     func creationStatements() -> [String] {
         var statements: [String] = []
         for table in tables.values.sorted(by: { $0.storage.name < $1.storage.name }) {
-            statements.append(table.createStatement)
-            statements.append("CREATE SEQUENCE \(qualified(table.sequenceName)) INCREMENT BY \(Self.keyBlockSize) START WITH 1")
-            statements += table.indexStatements
-            for link in table.links { statements.append(link.createStatement(owner: table)) }
+            statements += creationStatements(of: table)
         }
         // Foreign keys last: every table they name exists by then.
         for table in tables.values.sorted(by: { $0.storage.name < $1.storage.name }) {
             statements += table.foreignKeyStatements(layout: self)
         }
         return statements
+    }
+
+    /// The statements that create `table`, its key sequence, its indexes and its join
+    /// tables (not its foreign keys).
+    func creationStatements(of table: SQLTable) -> [String] {
+        [table.createStatement, "CREATE SEQUENCE \(qualified(table.sequenceName)) INCREMENT BY \(Self.keyBlockSize) START WITH 1"]
+            + table.indexStatements + table.links.map { $0.createStatement(owner: table) }
     }
 }
 
@@ -185,34 +189,76 @@ struct SQLTable: Sendable {
 
     /// The indexes of indexed attributes and uniqueness constraints, and of to-one
     /// columns (a to-many relationship is read through its inverse's column).
-    var indexStatements: [String] {
-        var statements: [String] = []
+    var indexes: [SQLIndex] {
+        var indexes: [SQLIndex] = []
         for column in columns {
             switch column.kind {
             case .attribute(let slot, _):
                 guard storage.attributes[slot].description.isIndexed else { continue }
-                statements.append("CREATE INDEX \(SQLName.quoted(indexName("i\(column.field)"))) ON \(name) (\(SQLName.quoted(column.name)))")
+                indexes.append(SQLIndex(name: indexName("i\(column.field)"), isUnique: false, fields: [column.field], columns: [column.name]))
             case .toOne:
-                statements.append("CREATE INDEX \(SQLName.quoted(indexName("r\(column.field)"))) ON \(name) (\(SQLName.quoted(column.name)))")
+                indexes.append(SQLIndex(name: indexName("r\(column.field)"), isUnique: false, fields: [column.field], columns: [column.name]))
             }
         }
         for (index, constraint) in storage.entity.uniquenessConstraints.enumerated() {
-            let names = constraint.map(SQLName.quoted).joined(separator: ", ")
-            statements.append("CREATE UNIQUE INDEX \(SQLName.quoted(indexName("u\(index)"))) ON \(name) (\(names))")
+            let fields = constraint.compactMap { name in columns.first { $0.name == name }?.field }
+            indexes.append(SQLIndex(name: indexName("u\(index)"), isUnique: true, fields: fields, columns: constraint))
         }
-        return statements
+        return indexes
     }
 
-    /// An index name unique in the schema and short enough: the entity's number and a tag.
-    private func indexName(_ tag: String) -> String { "strata_\(storage.number)_\(tag)" }
+    /// `CREATE INDEX` statements of ``indexes``.
+    var indexStatements: [String] { indexes.map { $0.createStatement(on: name) } }
+
+    /// An index or constraint name unique in the schema and short enough: the entity's
+    /// number and a tag.
+    func indexName(_ tag: String) -> String { "strata_\(storage.number)_\(tag)" }
 
     /// The deferred foreign keys of to-one columns whose destinations live in one table.
-    func foreignKeyStatements(layout: SQLLayout) -> [String] {
+    func foreignKeys(layout: SQLLayout) -> [SQLForeignKey] {
         columns.compactMap { column in
             guard case .toOne(_, let destination?, _) = column.kind, let table = layout.tables[destination] else { return nil }
-            return "ALTER TABLE \(name) ADD CONSTRAINT \(SQLName.quoted(indexName("f\(column.field)"))) FOREIGN KEY (\(SQLName.quoted(column.name))) "
-                + "REFERENCES \(table.name) (\(SQLName.quoted(SQLLayout.keyColumn))) DEFERRABLE INITIALLY DEFERRED"
+            return SQLForeignKey(name: indexName("f\(column.field)"), column: column.name, destination: table.storage.number, destinationTable: table.name)
         }
+    }
+
+    /// `ALTER TABLE ... ADD CONSTRAINT` statements of ``foreignKeys(layout:)``.
+    func foreignKeyStatements(layout: SQLLayout) -> [String] {
+        foreignKeys(layout: layout).map { $0.addStatement(on: name) }
+    }
+}
+
+/// An index of a ``SQLTable``.
+struct SQLIndex: Sendable, Hashable {
+    /// Its name (unqualified: an index lives in its table's schema).
+    let name: String
+    let isUnique: Bool
+    /// The field numbers of its columns: what a migration compares (names change with renames).
+    let fields: [UInt32]
+    /// Its columns' names.
+    let columns: [String]
+
+    /// `CREATE [UNIQUE] INDEX ...` on `table` (qualified, quoted).
+    func createStatement(on table: String) -> String {
+        "CREATE \(isUnique ? "UNIQUE " : "")INDEX \(SQLName.quoted(name)) ON \(table) (\(columns.map(SQLName.quoted).joined(separator: ", ")))"
+    }
+}
+
+/// A to-one column's foreign key (deferred: a save writes rows in any order).
+struct SQLForeignKey: Sendable, Hashable {
+    /// The constraint's name.
+    let name: String
+    /// The to-one column.
+    let column: String
+    /// The destination's entity number.
+    let destination: UInt16
+    /// The destination's table, qualified and quoted.
+    let destinationTable: String
+
+    /// `ALTER TABLE ... ADD CONSTRAINT ...` on `table` (qualified, quoted).
+    func addStatement(on table: String) -> String {
+        "ALTER TABLE \(table) ADD CONSTRAINT \(SQLName.quoted(name)) FOREIGN KEY (\(SQLName.quoted(column))) "
+            + "REFERENCES \(destinationTable) (\(SQLName.quoted(SQLLayout.keyColumn))) DEFERRABLE INITIALLY DEFERRED"
     }
 }
 

@@ -27,12 +27,12 @@ extension SQLStore {
 
     /// The statements that create the history table and its sequence when missing (run at
     /// every open, under the creation lock: stores made before history existed get them).
-    static func historyCreationStatements(layout: SQLLayout) -> [String] {
-        let table = layout.qualified(historyTable)
+    static func historyCreationStatements(schema: String) -> [String] {
+        let table = schema + "." + SQLName.quoted(historyTable)
         return [
             "CREATE TABLE IF NOT EXISTS \(table) (sequence bigint PRIMARY KEY, instance uuid NOT NULL, committed timestamptz NOT NULL, record bytea NOT NULL)",
             "CREATE INDEX IF NOT EXISTS \(SQLName.quoted(historyTable + ".committed")) ON \(table) (committed)",
-            "CREATE SEQUENCE IF NOT EXISTS \(layout.qualified(historySequence)) START WITH 1",
+            "CREATE SEQUENCE IF NOT EXISTS \(schema).\(SQLName.quoted(historySequence)) START WITH 1",
         ]
     }
 

@@ -39,72 +39,201 @@ final class SQLStore: Sendable {
         var end: Int64
     }
 
+    /// The lightweight migration the open ran, if it ran one: the versions and stages.
+    let migration: (from: String, to: String, stages: [String])?
+
     /// Where the database is, for errors.
     var location: String { driver.location }
 
     /// Opens the store in `driver`'s schema, creating its tables when the schema holds no
-    /// store yet. Two processes opening a new store at once create it once: the creation
-    /// holds a transaction-scoped advisory lock.
+    /// store yet, or migrating them (``SQLMigration``) when the store holds another
+    /// version of the model and `settings` migrate. Two processes opening a store at once
+    /// create or migrate it once: the creation holds a transaction-scoped advisory lock.
     ///
     /// - Throws: ``StrataError/modelMismatch(store:storeHash:modelHash:changes:)`` when the
-    ///   store was written with another model; ``StrataError/incompatibleStore(store:reason:)``
+    ///   store was written with another model and `settings` do not migrate;
+    ///   ``StrataError/migrationFailed(store:reason:conflicts:)`` for a migration that could
+    ///   not be done (the store left as it was); ``StrataError/incompatibleStore(store:reason:)``
     ///   for a newer format, names PostgreSQL cannot hold, or tables that are not what the
     ///   model needs; ``StrataError/database(store:failure:)`` when the server fails.
-    init(driver: any SQLDriver, model: ManagedObjectModel, entityNames: Set<String>) throws(StrataError) {
+    init(
+        driver: any SQLDriver, model: ManagedObjectModel, entityNames: Set<String>, migration settings: MigrationSettings = MigrationSettings()
+    ) throws(StrataError) {
         self.driver = driver
         self.model = model
-        let schema = StoreSchema(assigningNumbersFor: model)
-        self.schema = schema
+        let location = driver.location
+        let opened = try Self.run(location) {
+            try driver.withConnection { connection in
+                try Self.openOrCreate(
+                    model: model, entityNames: entityNames, schemaName: driver.schema, settings: settings, on: connection, location: location)
+            }
+        }
+        identifier = opened.identifier
+        schema = opened.schema
+        entities = opened.entities
+        layout = opened.layout
+        migration = opened.migration
+        entitiesByNumber = Dictionary(uniqueKeysWithValues: opened.entities.values.map { ($0.number, $0) })
+    }
+
+    /// What opening the store found or made.
+    private struct Opened {
+        let identifier: UUID
+        let schema: StoreSchema
+        let entities: [String: EntityStorage]
+        let layout: SQLLayout
+        let migration: (from: String, to: String, stages: [String])?
+    }
+
+    /// How `model`'s entities are stored under `schema`'s numbers, and the tables of those
+    /// among `entityNames`.
+    static func makeLayout(
+        model: ManagedObjectModel, schema: StoreSchema, entityNames: Set<String>, schemaName: String, location: String
+    ) throws(StrataError) -> (entities: [String: EntityStorage], layout: SQLLayout) {
         var entities: [String: EntityStorage] = [:]
         for entity in model.entities {
             entities[entity.name] = try EntityStorage(entity, in: model, schema: schema, opener: nil)
         }
-        self.entities = entities
-        entitiesByNumber = Dictionary(uniqueKeysWithValues: entities.values.map { ($0.number, $0) })
-        let layout = try SQLLayout(model: model, entities: entities, entityNames: entityNames, schema: driver.schema, location: driver.location)
-        self.layout = layout
-        let location = driver.location
-        identifier = try Self.run(location) {
-            try driver.withConnection { connection in
-                try Self.openOrCreate(layout: layout, model: model, on: connection, location: location)
-            }
-        }
+        let layout = try SQLLayout(model: model, entities: entities, entityNames: entityNames, schema: schemaName, location: location)
+        return (entities, layout)
     }
 
-    /// Reads the store's metadata, or creates the store; returns its identifier.
-    private static func openOrCreate(layout: SQLLayout, model: ManagedObjectModel, on connection: any SQLConnection, location: String) throws -> UUID {
-        let metadata = layout.qualified(SQLLayout.metadataTable)
-        _ = try connection.execute("CREATE SCHEMA IF NOT EXISTS \(layout.schema)", [])
+    /// The metadata keys of `strata_metadata`.
+    enum MetadataKey {
+        static let format = "format"
+        static let identifier = "identifier"
+        static let modelHash = "modelHash"
+        static let modelVersion = "modelVersion"
+        /// The ``StoreSchema`` (entity and field numbers), base64.
+        static let schema = "schema"
+        /// The ``StoredModel`` (JSON): what a migration starts from.
+        static let model = "model"
+    }
+
+    /// Reads the store's metadata (migrating the store when it holds another model and
+    /// `settings` say so), or creates the store.
+    private static func openOrCreate(
+        model: ManagedObjectModel, entityNames: Set<String>, schemaName: String, settings: MigrationSettings,
+        on connection: any SQLConnection, location: String
+    ) throws -> Opened {
+        let quotedSchema = SQLName.quoted(schemaName)
+        let metadata = quotedSchema + "." + SQLName.quoted(SQLLayout.metadataTable)
+        _ = try connection.execute("CREATE SCHEMA IF NOT EXISTS \(quotedSchema)", [])
         return try connection.transaction {
-            // One creator at a time per schema (any process): the lock ends with the transaction.
-            _ = try connection.execute("SELECT pg_advisory_xact_lock(hashtext($1))", [.text("strata:" + layout.schema)])
+            // One creator (or migrator) at a time per schema, in any process: the lock ends with the transaction.
+            _ = try connection.execute("SELECT pg_advisory_xact_lock(hashtext($1))", [.text("strata:" + quotedSchema)])
             _ = try connection.execute("CREATE TABLE IF NOT EXISTS \(metadata) (key text PRIMARY KEY, value text NOT NULL)", [])
-            for statement in historyCreationStatements(layout: layout) { _ = try connection.execute(statement, []) }
+            for statement in historyCreationStatements(schema: quotedSchema) { _ = try connection.execute(statement, []) }
             var values: [String: String] = [:]
             for row in try connection.execute("SELECT key, value FROM \(metadata)", []).rows {
                 if case .text(let key) = row[0], case .text(let value) = row[1] { values[key] = value }
             }
+            /// Records `model` (its hash, version, description and `schema`) as the store's.
+            func record(_ model: ManagedObjectModel, schema: StoreSchema) throws {
+                let entries: [(String, String)] = [
+                    (MetadataKey.modelHash, model.versionHash), (MetadataKey.modelVersion, model.versionIdentifier ?? ""),
+                    (MetadataKey.schema, Data(schema.encoded()).base64EncodedString()),
+                    (MetadataKey.model, String(decoding: StoredModel(model).encoded(), as: UTF8.self)),
+                ]
+                for (key, value) in entries {
+                    _ = try connection.execute(
+                        "INSERT INTO \(metadata) (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                        [.text(key), .text(value)])
+                }
+            }
+
             if values.isEmpty {
                 let identifier = UUID()
+                let schema = StoreSchema(assigningNumbersFor: model)
+                let (entities, layout) = try makeLayout(
+                    model: model, schema: schema, entityNames: entityNames, schemaName: schemaName, location: location)
                 for statement in layout.creationStatements() { _ = try connection.execute(statement, []) }
                 _ = try connection.execute(
-                    "INSERT INTO \(metadata) (key, value) VALUES ('format', $1), ('identifier', $2), ('modelHash', $3), ('modelVersion', $4)",
-                    [.text("\(formatVersion)"), .text(identifier.uuidString), .text(model.versionHash), .text(model.versionIdentifier ?? "")])
-                return identifier
+                    "INSERT INTO \(metadata) (key, value) VALUES ('\(MetadataKey.format)', $1), ('\(MetadataKey.identifier)', $2)",
+                    [.text("\(formatVersion)"), .text(identifier.uuidString)])
+                try record(model, schema: schema)
+                return Opened(identifier: identifier, schema: schema, entities: entities, layout: layout, migration: nil)
             }
-            guard let format = values["format"].flatMap(Int.init), let identifier = values["identifier"].flatMap(UUID.init(uuidString:)),
-                  let hash = values["modelHash"]
+            guard let format = values[MetadataKey.format].flatMap(Int.init),
+                  let identifier = values[MetadataKey.identifier].flatMap(UUID.init(uuidString:)),
+                  let hash = values[MetadataKey.modelHash]
             else {
                 throw StrataError.incompatibleStore(store: location, reason: "its strata_metadata table is not a Strata store's: \(values.keys.sorted())")
             }
             guard format <= formatVersion else {
                 throw StrataError.incompatibleStore(store: location, reason: "it was written in format \(format), newer than this version of Strata's \(formatVersion)")
             }
-            guard hash == model.versionHash else {
-                throw StrataError.modelMismatch(store: location, storeHash: hash, modelHash: model.versionHash)
+            var storedModel: StoredModel?
+            if let text = values[MetadataKey.model] {
+                do throws(MetadataDecodingError) {
+                    storedModel = try StoredModel(decoding: Array(text.utf8))
+                } catch {
+                    throw StrataError.incompatibleStore(store: location, reason: "the model it recorded cannot be read: \(error.reason)")
+                }
             }
+            var schema: StoreSchema
+            if let text = values[MetadataKey.schema] {
+                guard let bytes = Data(base64Encoded: text) else {
+                    throw StrataError.incompatibleStore(store: location, reason: "the schema it recorded is not base64")
+                }
+                let decoded = bytes.withUnsafeBytes { raw in
+                    Result { () throws(MetadataDecodingError) -> StoreSchema in try StoreSchema(decoding: raw) }
+                }
+                switch decoded {
+                case .success(let recorded): schema = recorded
+                case .failure(let error):
+                    throw StrataError.incompatibleStore(store: location, reason: "the schema it recorded cannot be read: \(error.reason)")
+                }
+            } else {
+                // A store written before stores recorded their numbers: they were assigned
+                // from the model it was created with, deterministically.
+                let created = hash == model.versionHash ? model : try storedModel.map { stored throws(StrataError) in
+                    do throws(MetadataDecodingError) { return try stored.makeModel() } catch {
+                        throw StrataError.incompatibleStore(store: location, reason: "the model it recorded cannot be read: \(error.reason)")
+                    }
+                }
+                let planned = settings.plan?.stages.first { $0.source.versionHash == hash }?.source
+                schema = StoreSchema(assigningNumbersFor: created ?? planned ?? model)
+            }
+            let existing = StoreMetadata(
+                identifier: identifier, formatVersion: format, modelVersionHash: hash, createdAt: Date(), schema: schema, storedModel: storedModel)
+
+            var migrated: (from: String, to: String, stages: [String])?
+            var migrator: StoreMigration?
+            if hash != model.versionHash && settings.migratesAutomatically {
+                if settings.plan?.stages.contains(where: \.isCustom) == true {
+                    throw StrataError.unsupportedByStore(
+                        store: location, feature: "a migration plan with custom stages (their code runs on a copy of an LMDB store); "
+                            + "lightweight stages, declared or inferred, migrate a PostgreSQL store")
+                }
+                migrator = try StoreMigration(existing: existing, model: model, settings: settings, path: location)
+            } else if hash == model.versionHash {
+                if storedModel == nil || values[MetadataKey.schema] == nil {
+                    try record(model, schema: schema)   // a store written before stores recorded both
+                } else if settings.migratesAutomatically {
+                    migrator = try StoreMigration.refreshing(existing: existing, model: model, settings: settings, path: location)
+                }
+            } else {
+                var changes: [String] = []
+                if let storedModel {
+                    let diff = SchemaDiff(from: storedModel, to: model)
+                    changes = diff.changes.map(\.description) + diff.problems.map { "needs a custom stage: " + $0 }
+                }
+                throw StrataError.modelMismatch(store: location, storeHash: hash, modelHash: model.versionHash, changes: changes)
+            }
+            if let migrator {
+                try SQLMigration(migration: migrator, identifier: identifier, schemaName: schemaName, entityNames: entityNames, location: location)
+                    .run(on: connection)
+                schema = migrator.metadata(after: existing).schema
+                try record(model, schema: schema)
+                migrated = (migrator.fromVersion, migrator.toVersion, migrator.names)
+            }
+            if let problem = schema.problem(storing: model) {
+                throw StrataError.incompatibleStore(store: location, reason: "its metadata is damaged: \(problem)")
+            }
+            let (entities, layout) = try makeLayout(model: model, schema: schema, entityNames: entityNames, schemaName: schemaName, location: location)
             try checkTables(layout: layout, on: connection, location: location)
-            return identifier
+            return Opened(identifier: identifier, schema: schema, entities: entities, layout: layout, migration: migrated)
         }
     }
 
