@@ -53,10 +53,11 @@ final class PostgresDriver: SQLDriver, @unchecked Sendable {
     private var idleSessions: [PostgresConnection] = []
 
     /// A driver for `configuration`; its first connection opens at once, so that a server
-    /// that cannot be reached fails the store's opening.
+    /// that cannot be reached fails the store's opening. Every connection starts with
+    /// `settings` (startup parameters: no round trip).
     ///
     /// - Throws: ``DatabaseFailure`` of ``DatabaseFailure/Kind/connectionFailed``.
-    init(configuration store: PostgresStoreConfiguration, logger: Logger) throws {
+    init(configuration store: PostgresStoreConfiguration, logger: Logger, settings: [(name: String, value: String)] = []) throws {
         location = store.location
         schema = store.schema
         notifiesOnCommit = store.notifiesOtherInstances
@@ -78,6 +79,7 @@ final class PostgresDriver: SQLDriver, @unchecked Sendable {
             configuration.options.additionalStartupParameters.append(("statement_timeout", "\(max(1, Self.nanoseconds(timeout) / 1_000_000))"))
         }
         configuration.options.additionalStartupParameters.append(("application_name", "strata"))
+        for setting in settings { configuration.options.additionalStartupParameters.append((setting.name, setting.value)) }
         self.configuration = configuration
         maximumConnections = max(1, store.maximumConnections)
         connectTimeout = store.connectTimeout

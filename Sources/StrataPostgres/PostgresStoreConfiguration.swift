@@ -118,9 +118,9 @@ struct PostgresStoreOpener: SQLStoreOpener {
             + "|\(configuration.connectTimeout)|\(configuration.statementTimeout.map { "\($0)" } ?? "-")|\(configuration.notifiesOtherInstances)"
     }
 
-    func makeDriver(logger: Logger) throws(StrataError) -> any SQLDriver {
+    func makeDriver(logger: Logger, settings: [(name: String, value: String)]) throws(StrataError) -> any SQLDriver {
         do {
-            return try PostgresDriver(configuration: configuration, logger: logger)
+            return try PostgresDriver(configuration: configuration, logger: logger, settings: settings)
         } catch let failure as DatabaseFailure {
             throw .database(store: configuration.location, failure: failure)
         } catch {

@@ -43,7 +43,7 @@ struct PostgresMigrationTests {
         #expect(columns.filter { $0.contains("edition") }.count == 1, "\(columns)")
     }
 
-    @Test("an instance still running the old model gets typed errors once another migrated the store, and cannot reopen it without migrating back; its unsaved changes stay in its context")
+    @Test("an instance still running the old model gets modelMismatch once another migrated the store, and cannot reopen it without migrating back; its unsaved changes stay in its context")
     func oldInstanceAfterMigration() async throws {
         let store = BothStoresTestStore(.postgres)
         try await Both.seed(store)
@@ -68,7 +68,7 @@ struct PostgresMigrationTests {
                 return error as? StrataError
             }
         }
-        #expect(error?.databaseFailure?.kind == .schemaChanged, "\(String(describing: error))")
+        #expect(error?.code == .modelMismatch, "\(String(describing: error))")
         #expect(await context.perform { $0.hasChanges })
         // Reopening with the old model is a migration back (subtitle returns empty): refused when migration is off.
         var off = PersistentStore.Options()
@@ -122,5 +122,42 @@ struct PostgresMigrationTests {
         _ = try store.postgres.execute("UPDATE \(metadata) SET value = '{\"no\": 1}' WHERE key = 'model'")
         let model = await #expect(throws: StrataError.self) { _ = try await store.open(model: try Both.library()) }
         #expect(model?.code == .incompatibleStore && model?.reason?.contains("model it recorded") == true, "\(String(describing: model))")
+    }
+
+    @Test("the model guard refuses an old instance's writes even where its statements would still fit (a column only added), reads that name a dropped column say modelMismatch too, and a connection that is not an instance's (a tool) may still write")
+    func guardRefusesOldWrites() async throws {
+        let store = BothStoresTestStore(.postgres)
+        try await Both.seed(store)
+        let v1 = try Both.library()
+        let (old, _) = try await store.open(model: v1)
+        let (_, _) = try await store.open(model: try Self.v2())   // adds edition, widens pages
+        let error = await ManagedObjectContext(.privateQueue, coordinator: old).perform { context -> StrataError? in
+            do {
+                let volume = ManagedObject(entity: try #require(v1.entitiesByName["Volume"]))
+                try context.insert(volume)
+                try volume.setValue("D", forKey: "title")
+                try context.save()
+                return nil
+            } catch {
+                return error as? StrataError
+            }
+        }
+        #expect(error?.code == .modelMismatch, "\(String(describing: error))")
+        #expect("\(String(describing: error))".contains(try Self.v2().versionHash))
+        _ = try store.postgres.execute("INSERT INTO \"\(store.postgres.schema)\".\"Volume\" (_pk, _version, title, edition) VALUES (1000, 1, 'tool', 1)")
+
+        // A migration that drops a column: the old instance's fetch names it.
+        let (_, _) = try await store.open(model: try Both.library(version: "3", volume: [
+            AttributeDescription(name: "title", type: .string, isOptional: false, defaultValue: .string("")),
+        ]))
+        let read = await ManagedObjectContext(.privateQueue, coordinator: old).perform { context -> StrataError? in
+            do {
+                _ = try context.fetch(FetchRequest<ManagedObject>(entityName: "Volume"))
+                return nil
+            } catch {
+                return error as? StrataError
+            }
+        }
+        #expect(read?.code == .modelMismatch, "\(String(describing: read))")
     }
 }

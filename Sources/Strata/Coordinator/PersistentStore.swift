@@ -223,7 +223,8 @@ public final class PersistentStore: Sendable, Hashable, CustomStringConvertible 
             }
             self.url = nil
             scratch = nil
-            let driver = try opener.makeDriver(logger: logger)
+            // The model guard (SQLLayout.guardFunction) knows this instance's connections by it.
+            let driver = try opener.makeDriver(logger: logger, settings: [(SQLLayout.guardSetting, model.versionHash)])
             do {
                 backend = .sql(try SQLStore(driver: driver, model: model, entityNames: entities, migration: MigrationSettings(options)))
             } catch {

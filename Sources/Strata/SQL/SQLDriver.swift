@@ -8,10 +8,12 @@ package protocol SQLStoreOpener: Sendable {
     var location: String { get }
     /// A string equal for equal configurations (``PersistentStore/StoreType``'s equality).
     var identity: String { get }
-    /// Opens a driver (its pool connects lazily or at once, as the driver chooses).
+    /// Opens a driver (its pool connects lazily or at once, as the driver chooses) whose
+    /// every connection starts with `settings` (run-time parameters, such as the model
+    /// guard's `strata.model`).
     ///
     /// - Throws: ``StrataError/database(store:failure:)`` when the server cannot be reached.
-    func makeDriver(logger: Logger) throws(StrataError) -> any SQLDriver
+    func makeDriver(logger: Logger, settings: [(name: String, value: String)]) throws(StrataError) -> any SQLDriver
 }
 
 /// What a database server driver gives Strata's SQL store (``SQLStore``): connections

@@ -36,6 +36,51 @@ struct SQLLayout: Sendable {
     /// `"schema"."name"`.
     func qualified(_ name: String) -> String { schema + "." + SQLName.quoted(name) }
 
+    // MARK: The model guard
+
+    /// The run-time parameter in which an instance's connections carry the version hash of
+    /// the model it runs (a startup parameter: no round trip).
+    static let guardSetting = "strata.model"
+    /// The function and the statement triggers that refuse writes of an instance running
+    /// another model than the store's: every table of the store has the trigger.
+    static let guardName = "strata_model_guard"
+    /// The SQLSTATE the guard raises; its message ends with the store's version hash.
+    static let guardState = "SM001"
+
+    /// `CREATE OR REPLACE FUNCTION` of the guard for a store holding the model of `hash`
+    /// (a version hash: hex digits, checked, so that it can be written in the statement).
+    /// A connection whose ``guardSetting`` names another model is refused; one without
+    /// the setting (a tool, a person at `psql`) is not.
+    func guardFunctionStatement(hash: String) -> String { Self.guardFunctionStatement(schema: schema, hash: hash) }
+
+    /// ``guardFunctionStatement(hash:)`` in `schema` (quoted).
+    static func guardFunctionStatement(schema: String, hash: String) -> String {
+        let literal = hash.allSatisfy(\.isHexDigit) ? hash : ""
+        return """
+            CREATE OR REPLACE FUNCTION \(schema).\(SQLName.quoted(guardName))() RETURNS trigger LANGUAGE plpgsql AS $guard$
+            BEGIN
+                IF coalesce(current_setting('\(guardSetting)', true), '') NOT IN ('', '\(literal)') THEN
+                    RAISE EXCEPTION 'this instance runs model % but the store holds model \(literal)', current_setting('\(guardSetting)', true)
+                        USING ERRCODE = '\(guardState)';
+                END IF;
+                RETURN NULL;
+            END
+            $guard$
+            """
+    }
+
+    /// `CREATE TRIGGER` of the guard on `table` (qualified, quoted): once per statement
+    /// that writes it.
+    func guardTriggerStatement(on table: String) -> String {
+        "CREATE TRIGGER \(SQLName.quoted(Self.guardName)) BEFORE INSERT OR UPDATE OR DELETE ON \(table) "
+            + "FOR EACH STATEMENT EXECUTE FUNCTION \(qualified(Self.guardName))()"
+    }
+
+    /// Every table of the layout (entity tables and join tables), qualified and quoted.
+    var allTables: [String] {
+        tables.values.sorted { $0.tableName < $1.tableName }.flatMap { [$0.name] + $0.links.map(\.name) }
+    }
+
     /// Lays out `model`'s concrete entities among `entityNames`, numbered by `storeSchema`.
     ///
     /// - Throws: ``StrataError/incompatibleStore(store:reason:)`` for a name PostgreSQL
@@ -60,9 +105,10 @@ struct SQLLayout: Sendable {
         return names.sorted().compactMap { tables[$0] }
     }
 
-    /// The statements that create every table, sequence and index of the store, in order.
-    func creationStatements() -> [String] {
-        var statements: [String] = []
+    /// The statements that create every table, sequence and index of the store, in order,
+    /// guarded for the model of `hash` (``guardFunctionStatement(hash:)``).
+    func creationStatements(hash: String) -> [String] {
+        var statements: [String] = [guardFunctionStatement(hash: hash)]
         for table in tables.values.sorted(by: { $0.storage.name < $1.storage.name }) {
             statements += creationStatements(of: table)
         }
@@ -78,6 +124,7 @@ struct SQLLayout: Sendable {
     func creationStatements(of table: SQLTable) -> [String] {
         [table.createStatement, "CREATE SEQUENCE \(qualified(table.sequenceName)) INCREMENT BY \(Self.keyBlockSize) START WITH 1"]
             + table.indexStatements + table.links.map { $0.createStatement(owner: table) }
+            + ([table.name] + table.links.map(\.name)).map(guardTriggerStatement(on:))
     }
 }
 

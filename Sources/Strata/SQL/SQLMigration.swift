@@ -23,6 +23,9 @@ import Foundation
 ///    sharing values (across every table of the constraint's entity hierarchy) and fails
 ///    naming every conflict;
 /// 6. adds the foreign keys that changed (checking every stored reference).
+///
+/// The model guard (``SQLLayout/guardFunctionStatement(hash:)``) is replaced first: from
+/// the commit on, instances still running the old model are refused their writes.
 struct SQLMigration {
     /// The planned stages.
     let migration: StoreMigration
@@ -47,6 +50,12 @@ struct SQLMigration {
             // Deferred foreign keys would leave trigger events pending after an UPDATE, and
             // PostgreSQL refuses to alter or index a table that has them.
             _ = try connection.execute("SET CONSTRAINTS ALL IMMEDIATE", [])
+            // The model guard holds the new model from the start: this connection runs it
+            // (so the migration's own writes pass), and instances of the old one are refused
+            // once the migration commits.
+            if let target = migration.steps.last?.target {
+                _ = try connection.execute(SQLLayout.guardFunctionStatement(schema: SQLName.quoted(schemaName), hash: target.versionHash), [])
+            }
             for (index, step) in migration.steps.enumerated() {
                 var stage = try Stage(
                     step: step, number: index + 1, isLast: index == migration.steps.count - 1, migration: self, connection: connection)
@@ -159,6 +168,7 @@ private struct Stage {
         }
         for (link, pair, previous) in links.built {
             try execute(link.createStatement(owner: pair.target))
+            try execute(target.guardTriggerStatement(on: link.name))
             try fill(link, of: pair, from: previous)
         }
         for (index, pair) in pairs.enumerated() {

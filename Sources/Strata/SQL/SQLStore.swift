@@ -147,7 +147,7 @@ final class SQLStore: Sendable {
                 let schema = StoreSchema(assigningNumbersFor: model)
                 let (entities, layout) = try makeLayout(
                     model: model, schema: schema, entityNames: entityNames, schemaName: schemaName, location: location)
-                for statement in layout.creationStatements() { _ = try connection.execute(statement, []) }
+                for statement in layout.creationStatements(hash: model.versionHash) { _ = try connection.execute(statement, []) }
                 _ = try connection.execute(
                     "INSERT INTO \(metadata) (key, value) VALUES ('\(MetadataKey.format)', $1), ('\(MetadataKey.identifier)', $2)",
                     [.text("\(formatVersion)"), .text(identifier.uuidString)])
@@ -233,7 +233,31 @@ final class SQLStore: Sendable {
             }
             let (entities, layout) = try makeLayout(model: model, schema: schema, entityNames: entityNames, schemaName: schemaName, location: location)
             try checkTables(layout: layout, on: connection, location: location)
+            try installGuard(layout: layout, hash: model.versionHash, schemaName: schemaName, on: connection)
             return Opened(identifier: identifier, schema: schema, entities: entities, layout: layout, migration: migrated)
+        }
+    }
+
+    /// Makes sure the model guard holds `hash` and every table has its trigger (a store
+    /// created before the guard existed gets it here; a store of this model has it already,
+    /// and then this only reads the catalog).
+    private static func installGuard(layout: SQLLayout, hash: String, schemaName: String, on connection: any SQLConnection) throws {
+        let source = try connection.execute(
+            "SELECT p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = $2",
+            [.text(schemaName), .text(SQLLayout.guardName)]).rows.first?.first
+        if case .text(let text)? = source, text.contains("'\(hash)'") {
+            // The guard of this model.
+        } else {
+            _ = try connection.execute(layout.guardFunctionStatement(hash: hash), [])
+        }
+        let guarded = Set(try connection.execute(
+            "SELECT c.relname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+                + "WHERE n.nspname = $1 AND t.tgname = $2", [.text(schemaName), .text(SQLLayout.guardName)]
+        ).rows.compactMap { row -> String? in if case .text(let name) = row[0] { name } else { nil } })
+        for table in layout.tables.values.sorted(by: { $0.tableName < $1.tableName }) {
+            for (name, qualified) in [(table.tableName, table.name)] + table.links.map({ ($0.tableName, $0.name) }) where !guarded.contains(name) {
+                _ = try connection.execute(layout.guardTriggerStatement(on: qualified), [])
+            }
         }
     }
 
@@ -391,7 +415,30 @@ final class SQLStore: Sendable {
     func withConnection<R>(_ body: (any SQLConnection) throws -> R) throws(StrataError) -> R {
         if closed.withLock({ $0 }) { throw .coordinatorClosed }
         let driver = driver
-        return try Self.run(location) { try driver.withConnection(body) }
+        do {
+            return try Self.run(location) { try driver.withConnection(body) }
+        } catch {
+            throw mismatch(error)
+        }
+    }
+
+    /// `error`, or ``StrataError/modelMismatch(store:storeHash:modelHash:changes:)`` when it
+    /// says the store holds another model than this instance's: the model guard refused a
+    /// write, or a statement named a table or column the store no longer has and the
+    /// store's metadata names another model (another instance migrated the store).
+    func mismatch(_ error: StrataError) -> StrataError {
+        guard let failure = error.databaseFailure else { return error }
+        if failure.sqlState == SQLLayout.guardState {
+            let storeHash = failure.message.split(separator: " ").last.map(String.init) ?? ""
+            return .modelMismatch(store: location, storeHash: storeHash, modelHash: model.versionHash)
+        }
+        guard failure.kind == .schemaChanged, !closed.withLock({ $0 }) else { return error }
+        let metadata = layout.qualified(SQLLayout.metadataTable)
+        let stored = try? driver.withConnection { connection in
+            try connection.execute("SELECT value FROM \(metadata) WHERE key = $1", [.text(MetadataKey.modelHash)]).rows.first?.first
+        }
+        guard case .text(let storeHash)? = stored, storeHash != model.versionHash else { return error }
+        return .modelMismatch(store: location, storeHash: storeHash, modelHash: model.versionHash)
     }
 
     /// Runs `body` on `snapshot`'s connection (a pinned query generation's transaction), or
@@ -401,7 +448,11 @@ final class SQLStore: Sendable {
     func withConnection<R>(in pinned: SQLSnapshot?, _ body: (any SQLConnection) throws -> R) throws(StrataError) -> R {
         guard let pinned else { return try withConnection(body) }
         if closed.withLock({ $0 }) { throw .coordinatorClosed }
-        return try Self.run(location) { try pinned.run(body) }
+        do {
+            return try Self.run(location) { try pinned.run(body) }
+        } catch {
+            throw mismatch(error)
+        }
     }
 
     /// A snapshot of the store's newest committed state, held open for a pinned query
