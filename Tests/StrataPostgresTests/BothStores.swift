@@ -1,6 +1,7 @@
 import Foundation
 @testable import Strata
 @testable import StrataPostgres
+import StrataLocks
 import Testing
 
 /// The store types a store-independent test runs against: one source, both stores.
@@ -44,6 +45,33 @@ final class BothStoresTestStore: Sendable {
         let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
         let store = try await coordinator.addPersistentStore(type: type, at: kind == .lmdb ? directory : nil, options: options)
         return (coordinator, store)
+    }
+
+    /// The LMDB store's one coordinator (one environment per store per process).
+    private let shared = LockedValue<PersistentStoreCoordinator?>(nil)
+
+    /// A coordinator with the store added, of the PostgreSQL tests' model: for PostgreSQL
+    /// a new one each time (a new "instance"); for LMDB the process's one coordinator of
+    /// the store, whose contexts meet the same conflicts, generations and merges as
+    /// contexts of two instances.
+    func instance(model: ManagedObjectModel = PGModel.model) async throws -> PersistentStoreCoordinator {
+        switch kind {
+        case .postgres:
+            return try await open(model: model).coordinator
+        case .lmdb:
+            if let coordinator = shared.withLock({ $0 }) { return coordinator }
+            let coordinator = try await open(model: model).coordinator
+            shared.withLock { $0 = coordinator }
+            return coordinator
+        }
+    }
+
+    /// How many objects of `entity` (sub-entities included) the store holds, asked of a
+    /// fresh context.
+    func count(_ entity: String) async throws -> Int {
+        try await ManagedObjectContext(.privateQueue, coordinator: try await instance()).perform { context in
+            try context.count(for: FetchRequest<ManagedObject>(entityName: entity))
+        }
     }
 
     /// What the store holds, byte for byte (LMDB: its data file) or as the server

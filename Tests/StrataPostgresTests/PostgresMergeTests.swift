@@ -4,7 +4,7 @@ import StrataLocks
 import StrataPostgres
 import Testing
 
-@Suite("PostgreSQL store: merge policies settle conflicts across instances as on LMDB")
+@Suite("Merge policies on both stores: conflicts across contexts (and PostgreSQL instances) settle the same way")
 struct PostgresMergeTests {
     /// What a fresh context of `coordinator` reads of note `id`: title, body, priority.
     static func stored(_ id: ManagedObjectID, in coordinator: PersistentStoreCoordinator) async throws -> (String, String?, Int16)? {
@@ -17,11 +17,11 @@ struct PostgresMergeTests {
     /// A note saved in A; a context of B under `policy` that read it; then A changes its
     /// title and body, and B's context its title and priority, and saves.
     static func conflict(
-        under policy: MergePolicy
-    ) async throws -> (store: PostgresTestStore, a: PersistentStoreCoordinator, b: ManagedObjectContext, id: ManagedObjectID, error: StrataError?) {
-        let store = PostgresTestStore()
-        let a = try await store.coordinator()
-        let coordinatorB = try await store.coordinator()
+        _ kind: StoreKind, under policy: MergePolicy
+    ) async throws -> (store: BothStoresTestStore, a: PersistentStoreCoordinator, b: ManagedObjectContext, id: ManagedObjectID, error: (any Error)?) {
+        let store = BothStoresTestStore(kind)
+        let a = try await store.instance()
+        let coordinatorB = try await store.instance()
         let id = try await PostgresSaveTests.savedNote(in: a)
         let b = ManagedObjectContext(.privateQueue, coordinator: coordinatorB)
         b.mergePolicy = policy
@@ -35,7 +35,7 @@ struct PostgresMergeTests {
             note.body = "A-body"
             try context.save()
         }
-        let error = await b.perform { context -> StrataError? in
+        let error = await b.perform { context -> (any Error)? in
             guard let note = context.registeredObject(for: id) as? PGNote else { return nil }
             note.title = "B"
             note.priority = 5
@@ -43,15 +43,15 @@ struct PostgresMergeTests {
                 try context.save()
                 return nil
             } catch {
-                return error as? StrataError
+                return error
             }
         }
         return (store, a, b, id, error)
     }
 
-    @Test("property trumps: each side's own changes stay, the property both changed goes to the object (object trump) or the store (store trump); the saving context holds the merged state")
-    func propertyTrumps() async throws {
-        let object = try await Self.conflict(under: .mergeByPropertyObjectTrump)
+    @Test("property trumps: each side's own changes stay, the property both changed goes to the object (object trump) or the store (store trump); the saving context holds the merged state", arguments: StoreKind.allCases)
+    func propertyTrumps(kind: StoreKind) async throws {
+        let object = try await Self.conflict(kind, under: .mergeByPropertyObjectTrump)
         #expect(object.error == nil, "\(String(describing: object.error))")
         #expect(try await Self.stored(object.id, in: object.a).map { "\($0.0) \($0.1 ?? "nil") \($0.2)" } == "B A-body 5")
         let held = await object.b.perform { context in
@@ -65,44 +65,44 @@ struct PostgresMergeTests {
         }
         #expect(try await Self.stored(object.id, in: object.a)?.2 == 6)
 
-        let store = try await Self.conflict(under: .mergeByPropertyStoreTrump)
+        let store = try await Self.conflict(kind, under: .mergeByPropertyStoreTrump)
         #expect(store.error == nil)
         #expect(try await Self.stored(store.id, in: store.a).map { "\($0.0) \($0.1 ?? "nil") \($0.2)" } == "A A-body 5")
     }
 
-    @Test("overwrite writes the saving side's whole state; rollback keeps the stored state and drops the save's changes to it")
-    func overwriteAndRollback() async throws {
-        let overwrite = try await Self.conflict(under: .overwrite)
+    @Test("overwrite writes the saving side's whole state; rollback keeps the stored state and drops the save's changes to it", arguments: StoreKind.allCases)
+    func overwriteAndRollback(kind: StoreKind) async throws {
+        let overwrite = try await Self.conflict(kind, under: .overwrite)
         #expect(overwrite.error == nil)
         #expect(try await Self.stored(overwrite.id, in: overwrite.a).map { "\($0.0) \($0.1 ?? "nil") \($0.2)" } == "B nil 5")
-        let rollback = try await Self.conflict(under: .rollback)
+        let rollback = try await Self.conflict(kind, under: .rollback)
         #expect(rollback.error == nil)
         #expect(try await Self.stored(rollback.id, in: rollback.a).map { "\($0.0) \($0.1 ?? "nil") \($0.2)" } == "A A-body 0")
         let held = await rollback.b.perform { context in (context.registeredObject(for: rollback.id) as? PGNote).map { "\($0.title) \($0.priority)" } }
         #expect(held == "A 0")
     }
 
-    @Test("a custom policy decides each property both sides changed, and what it throws fails the save, writing nothing")
-    func customPolicy() async throws {
+    @Test("a custom policy decides each property both sides changed, and what it throws fails the save, writing nothing", arguments: StoreKind.allCases)
+    func customPolicy(kind: StoreKind) async throws {
         let resolver = MergeResolver { conflict, key in
             key == "title" ? .attribute(.string("custom \(conflict.objectID.primaryKey?.rawValue ?? 0)")) : .object
         }
-        let custom = try await Self.conflict(under: .custom(resolver))
+        let custom = try await Self.conflict(kind, under: .custom(resolver))
         #expect(custom.error == nil)
         let title = try await Self.stored(custom.id, in: custom.a)?.0
         #expect(title == "custom \(custom.id.primaryKey?.rawValue ?? 0)")
 
         struct Refused: Error {}
-        let failing = try await Self.conflict(under: .custom(MergeResolver { _, _ in throw Refused() }))
-        #expect(failing.error != nil)
+        let failing = try await Self.conflict(kind, under: .custom(MergeResolver { _, _ in throw Refused() }))
+        #expect(failing.error is Refused, "the policy's own error, as it threw it: \(String(describing: failing.error))")
         #expect(try await Self.stored(failing.id, in: failing.a).map { "\($0.0) \($0.2)" } == "A 0", "nothing written")
     }
 
-    @Test("a change to a row deleted elsewhere is dropped; a deletion of a row changed elsewhere stands under object trump and is undone under store trump")
-    func deletions() async throws {
-        let store = PostgresTestStore()
-        let a = try await store.coordinator()
-        let b = try await store.coordinator()
+    @Test("a change to a row deleted elsewhere is dropped; a deletion of a row changed elsewhere stands under object trump and is undone under store trump", arguments: StoreKind.allCases)
+    func deletions(kind: StoreKind) async throws {
+        let store = BothStoresTestStore(kind)
+        let a = try await store.instance()
+        let b = try await store.instance()
         let changed = try await PostgresSaveTests.savedNote(in: a)
         let removed = try await PostgresSaveTests.savedNote(in: a)
         let kept = try await PostgresSaveTests.savedNote(in: a)
@@ -146,15 +146,14 @@ struct PostgresMergeTests {
         #expect(try await Self.stored(changed, in: a) == nil, "deleted in A: B's change was dropped, not resurrected")
         #expect(try await Self.stored(removed, in: a) == nil, "object trump: B's deletion stands")
         #expect(try await Self.stored(kept, in: a)?.0 == "changed in A", "store trump: the row A changed stays")
-        let rows = try store.execute("SELECT count(*) FROM \"\(store.schema)\".\"Note\"").rows.first?.first?.integer
-        #expect(rows == 1)
+        #expect(try await store.count("Note") == 1)
     }
 
-    @Test("many-to-many members both sides changed merge member by member, and both join tables agree")
-    func membersMerge() async throws {
-        let store = PostgresTestStore()
-        let a = try await store.coordinator()
-        let b = try await store.coordinator()
+    @Test("many-to-many members both sides changed merge member by member, and both join tables agree", arguments: StoreKind.allCases)
+    func membersMerge(kind: StoreKind) async throws {
+        let store = BothStoresTestStore(kind)
+        let a = try await store.instance()
+        let b = try await store.instance()
         let (note, t1, t2, t3) = try await ManagedObjectContext(.privateQueue, coordinator: a).perform { context in
             let note = PGNote(), t1 = PGTag(), t2 = PGTag(), t3 = PGTag()
             note.title = "n"
@@ -183,7 +182,7 @@ struct PostgresMergeTests {
             held.tags.remove(try #require(try context.existingObject(with: t1) as? PGTag))
             try context.save()
         }
-        let (members, inverse) = try await ManagedObjectContext(.privateQueue, coordinator: try await store.coordinator()).perform { context in
+        let (members, inverse) = try await ManagedObjectContext(.privateQueue, coordinator: try await store.instance()).perform { context in
             let stored = try #require(try context.existingObject(with: note) as? PGNote)
             let members = Set(stored.tags.map(\.objectID))
             var inverse: [ManagedObjectID: Bool] = [:]
@@ -196,11 +195,11 @@ struct PostgresMergeTests {
         #expect(inverse == [t1: false, t2: true, t3: true], "the tags' side agrees")
     }
 
-    @Test("detectConflicts(for:) fails the save under a merging policy too, writing nothing")
-    func detectedConflicts() async throws {
-        let store = PostgresTestStore()
-        let a = try await store.coordinator()
-        let b = try await store.coordinator()
+    @Test("detectConflicts(for:) fails the save under a merging policy too, writing nothing", arguments: StoreKind.allCases)
+    func detectedConflicts(kind: StoreKind) async throws {
+        let store = BothStoresTestStore(kind)
+        let a = try await store.instance()
+        let b = try await store.instance()
         let watched = try await PostgresSaveTests.savedNote(in: a)
         let context = ManagedObjectContext(.privateQueue, coordinator: b)
         context.mergePolicy = .mergeByPropertyObjectTrump
@@ -224,14 +223,14 @@ struct PostgresMergeTests {
             }
         }
         #expect(failure?.code == .mergeConflicts)
-        #expect(try store.execute("SELECT count(*) FROM \"\(store.schema)\".\"Note\"").rows.first?.first?.integer == 1)
+        #expect(try await store.count("Note") == 1)
     }
 
-    @Test("contexts of two instances each changing their own property of one note at once, under object trump: every change is kept")
-    func concurrentMerges() async throws {
-        let store = PostgresTestStore()
-        let a = try await store.coordinator()
-        let b = try await store.coordinator()
+    @Test("contexts of two instances each changing their own property of one note at once, under object trump: every change is kept", arguments: StoreKind.allCases)
+    func concurrentMerges(kind: StoreKind) async throws {
+        let store = BothStoresTestStore(kind)
+        let a = try await store.instance()
+        let b = try await store.instance()
         let id = try await PostgresSaveTests.savedNote(in: a)
         // Writers 0 and 1 own size and score; writers 2 and 3 share views (and set pinned).
         let coordinators = [a, b, a, b]
@@ -257,7 +256,7 @@ struct PostgresMergeTests {
             }
             try await group.waitForAll()
         }
-        let final = try await ManagedObjectContext(.privateQueue, coordinator: try await store.coordinator()).perform { context in
+        let final = try await ManagedObjectContext(.privateQueue, coordinator: try await store.instance()).perform { context in
             let note = try #require(try context.existingObject(with: id) as? PGNote)
             return (note.size, note.score, note.views, note.pinned)
         }
@@ -307,11 +306,11 @@ struct PostgresMergeTests {
         #expect(titles == [[.text("x saved")], [.text("y saved")]])
     }
 
-    @Test("upserts: under a merging policy a new object claiming a stored object's constrained values becomes it (its ID, its row), and new objects claiming each other's become one; relationships follow; .error still fails")
-    func upserts() async throws {
-        let store = PostgresTestStore()
-        let a = try await store.coordinator()
-        let b = try await store.coordinator()
+    @Test("upserts: under a merging policy a new object claiming a stored object's constrained values becomes it (its ID, its row), and new objects claiming each other's become one; relationships follow; .error still fails", arguments: StoreKind.allCases)
+    func upserts(kind: StoreKind) async throws {
+        let store = BothStoresTestStore(kind)
+        let a = try await store.instance()
+        let b = try await store.instance()
         let stored = try await ManagedObjectContext(.privateQueue, coordinator: a).perform { context in
             let tag = PGTag()
             tag.label = "swift"
@@ -346,9 +345,11 @@ struct PostgresMergeTests {
             return (note.objectID, tag.objectID)
         }
         #expect(adopted == stored, "the new tag took the stored tag's ID")
-        let labels = try store.execute("SELECT label, count(*) FROM \"\(store.schema)\".\"Tag\" GROUP BY label ORDER BY label").rows
-        #expect(labels == [[.text("new"), .int64(1)], [.text("swift"), .int64(1)]])
-        let (members, linked) = try await ManagedObjectContext(.privateQueue, coordinator: try await store.coordinator()).perform { context in
+        let labels = try await ManagedObjectContext(.privateQueue, coordinator: try await store.instance()).perform { context in
+            try context.fetch(FetchRequest<PGTag>()).map(\.label).sorted()
+        }
+        #expect(labels == ["new", "swift"])
+        let (members, linked) = try await ManagedObjectContext(.privateQueue, coordinator: try await store.instance()).perform { context in
             let fetched = try #require(try context.fetch(FetchRequest<PGNote>()).first { $0.objectID == note })
             let swift = try #require(try context.existingObject(with: stored) as? PGTag)
             return (fetched.tags.map(\.label).sorted(), swift.notes.map(\.objectID))
@@ -357,11 +358,11 @@ struct PostgresMergeTests {
         #expect(linked == [note], "the stored tag's side lists the note")
     }
 
-    @Test("upserts racing across instances: contexts of two instances inserting the same new labels at once end with one row per label, and every save goes through")
-    func racingUpserts() async throws {
-        let store = PostgresTestStore()
-        let a = try await store.coordinator()
-        let b = try await store.coordinator()
+    @Test("upserts racing across instances: contexts of two instances inserting the same new labels at once end with one row per label, and every save goes through", arguments: StoreKind.allCases)
+    func racingUpserts(kind: StoreKind) async throws {
+        let store = BothStoresTestStore(kind)
+        let a = try await store.instance()
+        let b = try await store.instance()
         let failures = LockedValue<[String]>([])
         try await withThrowingTaskGroup(of: Void.self) { group in
             for role in 0..<4 {
@@ -386,8 +387,10 @@ struct PostgresMergeTests {
             try await group.waitForAll()
         }
         #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
-        let rows = try store.execute("SELECT count(*), count(DISTINCT label) FROM \"\(store.schema)\".\"Tag\"").rows.first
-        #expect(rows == [.int64(8), .int64(8)])
+        let labels = try await ManagedObjectContext(.privateQueue, coordinator: try await store.instance()).perform { context in
+            try context.fetch(FetchRequest<PGTag>()).map(\.label)
+        }
+        #expect(labels.count == 8 && Set(labels).count == 8)
     }
 
     /// Folder `name`'s notes and note `title`'s folder, as a new context of `coordinator` reads them.
@@ -403,11 +406,11 @@ struct PostgresMergeTests {
         }
     }
 
-    @Test("a note another instance moved out of its folder is not linked back by a merging root save whose view of the folder mixes two moments (the stress test's lost write, on PostgreSQL)")
-    func staleMemberIsNotLinkedBack() async throws {
-        let store = PostgresTestStore()
-        let a = try await store.coordinator()
-        let b = try await store.coordinator()
+    @Test("a note another instance moved out of its folder is not linked back by a merging root save whose view of the folder mixes two moments (the stress test's lost write, on PostgreSQL)", arguments: StoreKind.allCases)
+    func staleMemberIsNotLinkedBack(kind: StoreKind) async throws {
+        let store = BothStoresTestStore(kind)
+        let a = try await store.instance()
+        let b = try await store.instance()
         let id = try await ManagedObjectContext(.privateQueue, coordinator: a).perform { context in
             let folder = PGFolder()
             folder.name = "Inbox"

@@ -26,16 +26,16 @@ extension SQLStore {
     ///   check fails; ``StrataError/constraintConflicts(_:)`` for rows that claim values of
     ///   a uniqueness constraint another row holds; ``StrataError/unsupportedByStore(store:feature:)``
     ///   for new objects a merging policy would upsert onto others (not yet on this store);
-    ///   what a custom policy throws; ``StrataError/database(store:failure:)`` when the
-    ///   server fails (the transaction is rolled back; a connection lost during the commit
-    ///   says so).
-    func write(_ save: StoreSave) throws(StrataError) -> WriteOutcome {
+    ///   what a custom policy throws (as it threw it, as on LMDB); ``StrataError/database(store:failure:)``
+    ///   when the server fails (the transaction is rolled back; a connection lost during
+    ///   the commit says so).
+    func write(_ save: StoreSave) throws -> WriteOutcome {
         // A merging save that loses a race for constrained values (another instance's row
         // came first: the unique index's violation) tries again, and merges into that row.
         let merges = save.merging?.policy.merges ?? false
         do {
-            return try retryingDeadlocks(alsoRetrying: merges ? Self.uniqueViolation : []) { () throws(StrataError) -> WriteOutcome in
-                try withConnection { connection in
+            return try retryingDeadlocks(alsoRetrying: merges ? Self.uniqueViolation : []) { () throws -> WriteOutcome in
+                try withConnectionPassingErrors { connection in
                     if isOneStatement(save) {
                         // One UPDATE is atomic on its own: no BEGIN and COMMIT round trips.
                         do {
@@ -48,18 +48,18 @@ extension SQLStore {
                     return try connection.transaction { try write(save, on: connection) }
                 }
             }
-        } catch where error.code == .mergeConflicts {
+        } catch let error as StrataError where error.code == .mergeConflicts {
             guard let merging = save.merging, merging.policy.merges else { throw error }
-            return try retryingDeadlocks(alsoRetrying: Self.uniqueViolation) { () throws(StrataError) -> WriteOutcome in
-                try withConnection { connection in
+            return try retryingDeadlocks(alsoRetrying: Self.uniqueViolation) { () throws -> WriteOutcome in
+                try withConnectionPassingErrors { connection in
                     try connection.transaction { try writeMerging(save, merging: merging, on: connection) }
                 }
             }
-        } catch where error.code == .constraintConflicts {
+        } catch let error as StrataError where error.code == .constraintConflicts {
             // New objects claiming stored (or each other's) constrained values: upserts.
             guard let merging = save.merging, merging.policy.merges else { throw error }
-            return try retryingDeadlocks(alsoRetrying: Self.uniqueViolation) { () throws(StrataError) -> WriteOutcome in
-                try withConnection { connection in
+            return try retryingDeadlocks(alsoRetrying: Self.uniqueViolation) { () throws -> WriteOutcome in
+                try withConnectionPassingErrors { connection in
                     try connection.transaction { try writeMerging(save, merging: merging, on: connection) }
                 }
             }
@@ -90,12 +90,12 @@ extension SQLStore {
     /// A merging save also retries on `alsoRetrying`: a unique index's violation (`23505`)
     /// means another instance committed a row claiming the same values after the save
     /// looked, which the next attempt merges into (an upsert).
-    private func retryingDeadlocks<R>(alsoRetrying extra: Set<String> = [], _ attempt: () throws(StrataError) -> R) throws(StrataError) -> R {
+    private func retryingDeadlocks<R>(alsoRetrying extra: Set<String> = [], _ attempt: () throws -> R) throws -> R {
         var attempts = 1
         while true {
             do {
                 return try attempt()
-            } catch where attempts < 5 && (Self.retriedStates.union(extra)).contains(error.databaseFailure?.sqlState ?? "") {
+            } catch let error as StrataError where attempts < 5 && (Self.retriedStates.union(extra)).contains(error.databaseFailure?.sqlState ?? "") {
                 attempts += 1
             }
         }

@@ -422,6 +422,20 @@ final class SQLStore: Sendable {
         }
     }
 
+    /// ``withConnection(_:)`` for work whose own errors must reach the caller as they were
+    /// thrown (what a custom merge policy throws fails the save with that error, as on
+    /// LMDB); a driver's ``DatabaseFailure`` still becomes ``StrataError/database(store:failure:)``.
+    func withConnectionPassingErrors<R>(_ body: (any SQLConnection) throws -> R) throws -> R {
+        if closed.withLock({ $0 }) { throw StrataError.coordinatorClosed }
+        do {
+            return try driver.withConnection(body)
+        } catch let error as StrataError {
+            throw mismatch(error)
+        } catch let failure as DatabaseFailure {
+            throw mismatch(.database(store: location, failure: failure))
+        }
+    }
+
     /// `error`, or ``StrataError/modelMismatch(store:storeHash:modelHash:changes:)`` when it
     /// says the store holds another model than this instance's: the model guard refused a
     /// write, or a statement named a table or column the store no longer has and the
