@@ -66,6 +66,18 @@ final class BothStoresTestStore: Sendable {
         }
     }
 
+    /// The store's description, for a ``PersistentContainer``; give the container's
+    /// coordinator to ``adopt(_:)`` before calling ``instance(model:)``.
+    var storeDescription: PersistentStoreDescription {
+        PersistentStoreDescription(type: type, url: kind == .lmdb ? directory : nil)
+    }
+
+    /// Makes `coordinator` (a container's, with the store added) the LMDB store's one
+    /// coordinator; nothing for PostgreSQL.
+    func adopt(_ coordinator: PersistentStoreCoordinator) {
+        if kind == .lmdb { shared.withLock { $0 = coordinator } }
+    }
+
     /// How many objects of `entity` (sub-entities included) the store holds, asked of a
     /// fresh context.
     func count(_ entity: String) async throws -> Int {

@@ -3,14 +3,16 @@ import Foundation
 import StrataPostgres
 import Testing
 
-@Suite("PostgreSQL store: containers, parent–child contexts and live results")
+@Suite("Containers, parent–child contexts and live results on both stores")
 struct PostgresContextTests {
-    @Test("a PersistentContainer loads a postgres description; a child context's save reaches the server through its parent")
-    func containerAndChildren() async throws {
-        let store = PostgresTestStore()
+    @Test("a PersistentContainer loads the store's description; a child context's save reaches the store through its parent, and only when the parent saves",
+          arguments: StoreKind.allCases)
+    func containerAndChildren(kind: StoreKind) async throws {
+        let store = BothStoresTestStore(kind)
         let container = PersistentContainer(name: "Notes", managedObjectModel: PGModel.model)
-        container.persistentStoreDescriptions = [PersistentStoreDescription(type: .postgres(store.configuration), url: nil)]
+        container.persistentStoreDescriptions = [store.storeDescription]
         try await container.loadPersistentStores()
+        store.adopt(container.persistentStoreCoordinator)
         let root = container.newBackgroundContext()
         let folderID = try await root.perform { context in
             let folder = PGFolder()
@@ -29,9 +31,9 @@ struct PostgresContextTests {
             try context.insert(note)
             try context.save()   // into the parent: nothing reaches the server yet
         }
-        #expect(try store.execute("SELECT count(*) FROM \"\(store.schema)\".\"Note\"").rows.first?.first?.integer == 0)
+        #expect(try await store.count("Note") == 0)
         try await root.perform { try $0.save() }
-        let reader = ManagedObjectContext(.privateQueue, coordinator: try await store.coordinator())
+        let reader = ManagedObjectContext(.privateQueue, coordinator: try await store.instance())
         let state = try await reader.perform { context in
             let folder = try #require(try context.existingObject(with: folderID) as? PGFolder)
             return (folder.name, folder.notes.map(\.title))
@@ -57,10 +59,10 @@ struct PostgresContextTests {
         try await container.close()
     }
 
-    @Test("live results follow this instance's saves")
-    func liveResults() async throws {
-        let store = PostgresTestStore()
-        let coordinator = try await store.coordinator()
+    @Test("live results follow this instance's saves", arguments: StoreKind.allCases)
+    func liveResults(kind: StoreKind) async throws {
+        let store = BothStoresTestStore(kind)
+        let coordinator = try await store.instance()
         let observer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         var request = FetchRequest<PGNote>()
         request.predicate = try FetchPredicate(format: "priority > 2")

@@ -5,7 +5,7 @@ import Testing
 
 /// Query generations on a PostgreSQL store: a pinned context reads a `REPEATABLE READ`
 /// snapshot held on a connection of its own, whatever other instances save.
-@Suite("PostgreSQL query generations")
+@Suite("Query generations on both stores (PostgreSQL: snapshots on connections of their own)")
 struct PostgresGenerationTests {
     /// The folder "F" with notes "n1" and "n2", saved in `coordinator`.
     static func folder(in coordinator: PersistentStoreCoordinator) async throws -> (folder: ManagedObjectID, notes: [ManagedObjectID]) {
@@ -52,11 +52,11 @@ struct PostgresGenerationTests {
             [.text("strata snapshot \(store.schema)")]).rows.map { $0[0] }
     }
 
-    @Test("a pinned context (and another pinned to its token) reads its snapshot while another instance saves: fetches, counts, faults and to-many relationships repeat; unpinned contexts see the saves; the snapshot closes with the last context")
-    func pinnedReadsRepeat() async throws {
-        let store = PostgresTestStore()
-        let a = try await store.coordinator()
-        let b = try await store.coordinator()
+    @Test("a pinned context (and another pinned to its token) reads its snapshot while another instance saves: fetches, counts, faults and to-many relationships repeat; unpinned contexts see the saves; the snapshot closes with the last context", arguments: StoreKind.allCases)
+    func pinnedReadsRepeat(kind: StoreKind) async throws {
+        let store = BothStoresTestStore(kind)
+        let a = try await store.instance()
+        let b = try await store.instance()
         let (folder, notes) = try await Self.folder(in: b)
         let reader = ManagedObjectContext(.privateQueue, coordinator: a, name: "reader")
         let (before, token) = try await reader.perform { context in
@@ -68,9 +68,9 @@ struct PostgresGenerationTests {
         #expect(before == #"["n1", "n2"] 2 ["n1", "n2"]"#)
         #expect(!token.isCurrent)
         #expect(token.transactionID(in: try #require(a.persistentStores.first)) != nil)
-        #expect(a.queryGenerationStatistics.serverSnapshots == 1)
-        #expect(try Self.sessions(of: store) == 1)
-        let firstPIDs = try Self.sessionPIDs(of: store)
+        #expect(a.queryGenerationStatistics.serverSnapshots == (kind == .postgres ? 1 : 0))
+        let firstPIDs = kind == .postgres ? try Self.sessionPIDs(of: store.postgres) : []
+        if kind == .postgres { #expect(try Self.sessions(of: store.postgres) == 1) }
 
         // Another instance changes n1, deletes n2 and adds n3 to the folder.
         try await ManagedObjectContext(.privateQueue, coordinator: b).perform { context in
@@ -95,7 +95,7 @@ struct PostgresGenerationTests {
         }
         #expect(shared == before)
         let statistics = a.queryGenerationStatistics
-        #expect(statistics.openGenerations == 1 && statistics.pinnedContexts == 2 && statistics.serverSnapshots == 1)
+        #expect(statistics.openGenerations == 1 && statistics.pinnedContexts == 2 && statistics.serverSnapshots == (kind == .postgres ? 1 : 0))
         let fresh = try await ManagedObjectContext(.privateQueue, coordinator: a).perform { context in try Self.view(in: context, folder: folder) }
         #expect(fresh == after)
 
@@ -107,23 +107,24 @@ struct PostgresGenerationTests {
         }
         #expect(unpinned == after)
         #expect(a.queryGenerationStatistics.serverSnapshots == 0)
-        #expect(try await PostgresHistoryTests.eventually { try Self.sessions(of: store) == 0 })
+        guard kind == .postgres else { return }
+        #expect(try await PostgresHistoryTests.eventually { try Self.sessions(of: store.postgres) == 0 })
         // The ended session's connection serves the next snapshot (once parked: the rollback's
         // answer reaches the driver just after the server shows the session idle).
         try await Task.sleep(for: .milliseconds(100))
         let (next, pids) = try await reader.perform { context in
             try context.setQueryGenerationFrom(.current)
             defer { try? context.setQueryGenerationFrom(nil) }
-            return (try Self.view(in: context, folder: folder), try Self.sessionPIDs(of: store))
+            return (try Self.view(in: context, folder: folder), try Self.sessionPIDs(of: store.postgres))
         }
         #expect(next == after)
         #expect(pids == firstPIDs)
     }
 
-    @Test("a token whose snapshot is gone is unavailable once the store changed; a pinned context's save moves it to the state its save made")
-    func tokensAndSaves() async throws {
-        let store = PostgresTestStore()
-        let a = try await store.coordinator()
+    @Test("a token whose snapshot is gone is unavailable once the store changed; a pinned context's save moves it to the state its save made", arguments: StoreKind.allCases)
+    func tokensAndSaves(kind: StoreKind) async throws {
+        let store = BothStoresTestStore(kind)
+        let a = try await store.instance()
         let (folder, _) = try await Self.folder(in: a)
         let reader = ManagedObjectContext(.privateQueue, coordinator: a)
         let token = try await reader.perform { context in
@@ -226,11 +227,11 @@ struct PostgresGenerationTests {
         #expect(expired == .queryGenerationExpired)
     }
 
-    @Test("four contexts pinned to one token read it at once, again and again, while another instance saves: every read is the pinned state, on one shared snapshot")
-    func sharedSnapshotUnderConcurrentReads() async throws {
-        let store = PostgresTestStore()
-        let a = try await store.coordinator()
-        let b = try await store.coordinator()
+    @Test("four contexts pinned to one token read it at once, again and again, while another instance saves: every read is the pinned state, on one shared snapshot", arguments: StoreKind.allCases)
+    func sharedSnapshotUnderConcurrentReads(kind: StoreKind) async throws {
+        let store = BothStoresTestStore(kind)
+        let a = try await store.instance()
+        let b = try await store.instance()
         let (folder, notes) = try await Self.folder(in: b)
         let first = ManagedObjectContext(.privateQueue, coordinator: a)
         let (expected, token) = try await first.perform { context in
@@ -272,7 +273,7 @@ struct PostgresGenerationTests {
         #expect(views.count == 40)
         #expect(views.allSatisfy { $0 == expected }, "\(Set(views))")
         let statistics = a.queryGenerationStatistics
-        #expect(statistics.openGenerations == 1 && statistics.pinnedContexts == 5 && statistics.serverSnapshots == 1)
-        #expect(try Self.sessions(of: store) == 1)
+        #expect(statistics.openGenerations == 1 && statistics.pinnedContexts == 5 && statistics.serverSnapshots == (kind == .postgres ? 1 : 0))
+        if kind == .postgres { #expect(try Self.sessions(of: store.postgres) == 1) }
     }
 }
