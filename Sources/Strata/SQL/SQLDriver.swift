@@ -151,7 +151,9 @@ extension SQLConnection {
 enum SQLName {
     /// `name` in double quotes, inner quotes doubled: safe for any model name.
     static func quoted(_ name: String) -> String {
-        "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+        // Names rarely hold a quote: skip Foundation's search (a save quotes every column).
+        guard name.utf8.contains(UInt8(ascii: "\"")) else { return "\"" + name + "\"" }
+        return "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
 
     /// PostgreSQL's longest identifier, in bytes (longer ones are cut silently, so two

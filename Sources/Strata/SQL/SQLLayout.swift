@@ -128,8 +128,9 @@ struct SQLLayout: Sendable {
     }
 }
 
-/// One concrete entity's table.
-struct SQLTable: Sendable {
+/// One concrete entity's table (a class: a save looks it up for every row, and a struct
+/// this size would be copied each time).
+final class SQLTable: Sendable {
     /// How the entity is stored (numbers and slots).
     let storage: EntityStorage
     /// The table, schema-qualified and quoted.
@@ -327,6 +328,18 @@ struct SQLColumn: Sendable {
     let field: UInt32
     /// The column's position among the table's stored columns.
     let position: Int
+    /// ``name`` quoted, and the entity column's name (`"folder._entity"`) quoted: made
+    /// once, as a save names the columns of every row.
+    let quoted: String, quotedEntity: String
+
+    init(name: String, kind: Kind, field: UInt32, position: Int) {
+        self.name = name
+        self.kind = kind
+        self.field = field
+        self.position = position
+        quoted = SQLName.quoted(name)
+        quotedEntity = SQLName.quoted(name + "._entity")
+    }
 
     /// The SQL column names: one, or two for a to-one relationship to several tables.
     var sqlNames: [String] {

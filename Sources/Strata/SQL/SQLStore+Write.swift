@@ -118,7 +118,7 @@ extension SQLStore {
         // The new rows' keys, reserved per table in one statement at most.
         var needed: [String: (table: SQLTable, count: Int)] = [:]
         for row in save.rows.rows where row.key == 0 {
-            guard let storage = entityStorage(numbered: row.entity), let table = layout.tables[storage.name] else {
+            guard let table = layout.tablesByNumber[row.entity] else {
                 throw StrataError.unknownEntity("number \(row.entity)")
             }
             needed[table.tableName, default: (table, 0)].count += 1
@@ -128,7 +128,7 @@ extension SQLStore {
         // The values history keeps of deleted rows, read before they go.
         let tombstones = !recordsHistory || save.history == nil || save.deleted.isEmpty ? [:] : try tombstones(of: save.deleted, on: connection)
         for row in save.rows.rows {
-            guard let storage = entityStorage(numbered: row.entity), let table = layout.tables[storage.name] else {
+            guard let table = layout.tablesByNumber[row.entity], case let storage = table.storage else {
                 throw StrataError.unknownEntity("number \(row.entity)")
             }
             let key: Int64
@@ -158,14 +158,14 @@ extension SQLStore {
         try save.rows.bytes.withUnsafeBytes { bytes in
             for index in order {
                 let row = save.rows.rows[index]
-                guard let storage = entityStorage(numbered: row.entity), let table = layout.tables[storage.name] else { continue }
+                guard let table = layout.tablesByNumber[row.entity], case let storage = table.storage else { continue }
                 let record = try decodeRecord(UnsafeRawBufferPointer(rebasing: bytes[row.record]), of: storage, key: keys[index])
                 var columns: [String] = []
                 var values: [SQLValue] = []
                 for column in table.columns {
                     switch column.kind {
                     case .attribute(_, let type):
-                        columns.append(SQLName.quoted(column.name))
+                        columns.append(column.quoted)
                         values.append(SQLColumn.sqlValue(record.fields[column.field], of: type))
                     case .toOne(let slot, let destination, _):
                         let target: ManagedObjectID?
@@ -177,10 +177,10 @@ extension SQLStore {
                             target = nil
                         }
                         let targetKey = target?.primaryKey.map { SQLValue.int64(Int64(bitPattern: $0.rawValue)) } ?? .null
-                        columns.append(SQLName.quoted(column.name))
+                        columns.append(column.quoted)
                         values.append(targetKey)
                         if destination == nil {
-                            columns.append(SQLName.quoted(column.name + "._entity"))
+                            columns.append(column.quotedEntity)
                             let number = target.flatMap { entities[$0.entityName]?.number }
                             values.append(number.map { .int16(Int16(bitPattern: $0)) } ?? .null)
                         }
