@@ -63,6 +63,9 @@ struct PostgresFetchTests {
         "NOT (priority > 2)", "priority > 2 OR title BEGINSWITH 'a'", "NOT (title CONTAINS 'pp') AND priority < 3",
         "#size > 10 AND (body == nil OR body CONTAINS[c] 'x')", "NOT (body CONTAINS 'X')", "TRUEPREDICATE", "FALSEPREDICATE",
         "title IN {'apple', nil}", "body IN {'body 1', nil}",
+        // Negations over columns holding nil: bare comparisons are made two-valued under NOT.
+        "NOT (body == 'body 1')", "NOT (body < 'c')", "NOT (body BEGINSWITH 'b') AND priority > 0", "NOT (NOT (body BEGINSWITH 'b'))",
+        "NOT (body IN {'body 1', 'body 2'} OR priority > 2)", "NOT (score > 1 AND body != nil)", "NOT (folder != nil)",
     ]
 
     /// Predicates with arguments.
@@ -161,11 +164,15 @@ struct PostgresFetchTests {
         request.sortDescriptors = [FetchSortDescriptor(key: "title")]
         request.fetchLimit = 10
         let text = try coordinator.explain(request)
-        #expect(text.contains("SELECT FROM Note WHERE COALESCE(\"priority\" > $1, FALSE)"))
+        // Not negated: a bare comparison, which the column's index serves.
+        #expect(text.contains("SELECT FROM Note WHERE (\"priority\" > $1)"), "\(text)")
         #expect(text.contains("FILTER IN MEMORY title CONTAINS[c] \"x\""))
         #expect(text.contains("ORDER BY \"title\" COLLATE \"C\" ASC NULLS FIRST"))
         #expect(text.contains("WINDOW IN MEMORY"))
         request.predicate = try FetchPredicate(format: "priority > 2")
         #expect(try coordinator.explain(request).contains("LIMIT 10 OFFSET 0"))
+        // Negated: two-valued, so that a NULL is not negated into a match.
+        request.predicate = try FetchPredicate(format: "NOT (body == 'x')")
+        #expect(try coordinator.explain(request).contains("(NOT COALESCE(\"body\" COLLATE \"C\" = $1, FALSE))"))
     }
 }

@@ -241,9 +241,12 @@ final class SQLTable: Sendable {
         var indexes: [SQLIndex] = []
         for column in columns {
             switch column.kind {
-            case .attribute(let slot, _):
+            case .attribute(let slot, let type):
                 guard storage.attributes[slot].description.isIndexed else { continue }
-                indexes.append(SQLIndex(name: indexName("i\(column.field)"), isUnique: false, fields: [column.field], columns: [column.name]))
+                // Text in byte order, as fetches compare and sort it (`COLLATE "C"`): so the index serves them.
+                indexes.append(SQLIndex(
+                    name: indexName("i\(column.field)"), isUnique: false, fields: [column.field], columns: [column.name],
+                    isBinaryCollated: type == .string))
             case .toOne:
                 indexes.append(SQLIndex(name: indexName("r\(column.field)"), isUnique: false, fields: [column.field], columns: [column.name]))
             }
@@ -285,10 +288,14 @@ struct SQLIndex: Sendable, Hashable {
     let fields: [UInt32]
     /// Its columns' names.
     let columns: [String]
+    /// Whether its (text) columns are in byte order (`COLLATE "C"`), the order fetches
+    /// compare and sort text in.
+    var isBinaryCollated = false
 
     /// `CREATE [UNIQUE] INDEX ...` on `table` (qualified, quoted).
     func createStatement(on table: String) -> String {
-        "CREATE \(isUnique ? "UNIQUE " : "")INDEX \(SQLName.quoted(name)) ON \(table) (\(columns.map(SQLName.quoted).joined(separator: ", ")))"
+        let collate = isBinaryCollated ? " COLLATE \"C\"" : ""
+        return "CREATE \(isUnique ? "UNIQUE " : "")INDEX \(SQLName.quoted(name)) ON \(table) (\(columns.map { SQLName.quoted($0) + collate }.joined(separator: ", ")))"
     }
 }
 

@@ -190,10 +190,12 @@ final class SQLRowLoader: StoredRowLoader {
 
 /// Compiles predicate nodes to SQL conditions over one table, binding every value.
 ///
-/// A compiled condition is two-valued (never NULL: each comparison is wrapped so that a
-/// NULL operand makes it false, as the evaluator's "nil compares only with nil"), so
-/// `NOT`, `AND` and `OR` keep the evaluator's meaning. What it cannot express exactly
-/// (key paths through relationships, `[c]`/`[d]` options, `MATCHES`, aggregates,
+/// A compiled condition means what the evaluator means, where "nil compares only with
+/// nil": a comparison with a NULL operand is false. Where a condition is not negated,
+/// SQL's NULL already excludes the row as false would (through `AND` and `OR` too), so
+/// comparisons stay bare and the server can use the column's index; under a `NOT`, each is
+/// made two-valued (`COALESCE(..., FALSE)`) so that the negation keeps the meaning. What
+/// it cannot express exactly (key paths through relationships, `[c]`/`[d]` options, `MATCHES`, aggregates,
 /// quantifiers, decimals and URIs) is left to memory; a few conditions compile to a
 /// superset (`exact` false) and are tested in memory too.
 struct SQLPredicateCompiler {
@@ -201,6 +203,8 @@ struct SQLPredicateCompiler {
     let table: SQLTable
     /// The values bound so far (`$1` is the first).
     private(set) var binds: [SQLValue] = []
+    /// Whether the node being compiled is under an odd number of `NOT`s.
+    private var negated = false
 
     init(store: SQLStore, table: SQLTable) {
         self.store = store
@@ -230,6 +234,8 @@ struct SQLPredicateCompiler {
             return (value ? "TRUE" : "FALSE", true)
         case .not(let inner):
             // The negation of a superset is not a superset: only an exact condition negates.
+            negated.toggle()
+            defer { negated.toggle() }
             guard let compiled = compileNode(inner), compiled.exact else { return nil }
             return ("(NOT \(compiled.sql))", true)
         case .and(let nodes):
@@ -292,6 +298,13 @@ struct SQLPredicateCompiler {
         }
     }
 
+    /// `condition` as the comparison's SQL: bare where nothing negates it (a NULL then
+    /// excludes the row as false does, and the column's index serves), two-valued under a
+    /// `NOT`.
+    private func comparison(_ condition: String) -> String {
+        negated ? "COALESCE(\(condition), FALSE)" : "(\(condition))"
+    }
+
     /// A comparison of attribute column `column` with a constant.
     private mutating func compileAttribute(
         _ column: String, type: AttributeType, _ op: PredicateComparison.Operator, _ value: PredicateValue
@@ -319,12 +332,12 @@ struct SQLPredicateCompiler {
                 return nil
             }
             let sqlOp = op == .equal ? "=" : op.rawValue
-            return ("COALESCE(\(column)\(collate) \(sqlOp) \(bind(bound))\(notNaN), FALSE)", true)
+            return (comparison("\(column)\(collate) \(sqlOp) \(bind(bound))\(notNaN)"), true)
         case .between:
             guard case .array(let bounds) = value, bounds.count == 2, [.string, .date, .integer16, .integer32, .integer64, .double, .float].contains(type),
                   let low = Self.sqlValue(bounds[0], for: type), let high = Self.sqlValue(bounds[1], for: type)
             else { return nil }
-            return ("COALESCE(\(column)\(collate) >= \(bind(low)) AND \(column)\(collate) <= \(bind(high))\(notNaN), FALSE)", true)
+            return (comparison("\(column)\(collate) >= \(bind(low)) AND \(column)\(collate) <= \(bind(high))\(notNaN)"), true)
         case .in:
             guard case .array(let members) = value else { return nil }
             var placeholders: [String] = []
@@ -338,24 +351,24 @@ struct SQLPredicateCompiler {
                 placeholders.append(bind(bound))
             }
             var parts: [String] = []
-            if !placeholders.isEmpty { parts.append("COALESCE(\(column) IN (\(placeholders.joined(separator: ", ")))\(notNaN), FALSE)") }
+            if !placeholders.isEmpty { parts.append(comparison("\(column)\(collate) IN (\(placeholders.joined(separator: ", ")))\(notNaN)")) }
             if includesNil { parts.append("\(column) IS NULL") }
             return (parts.isEmpty ? "FALSE" : "(" + parts.joined(separator: " OR ") + ")", true)
         case .beginsWith, .endsWith, .contains, .like:
             guard type == .string, case .string(let text) = value else { return nil }
             switch op {
             case .beginsWith:
-                return ("COALESCE(starts_with(\(column), \(bind(.text(text)))), FALSE)", true)
+                return (comparison("starts_with(\(column), \(bind(.text(text))))"), true)
             case .endsWith:
                 let placeholder = bind(.text(text))
-                return ("COALESCE(right(\(column), char_length(\(placeholder))) = \(placeholder), FALSE)", true)
+                return (comparison("right(\(column), char_length(\(placeholder))) = \(placeholder)"), true)
             case .contains:
                 // The evaluator matches whole characters (canonically equivalent ones too):
                 // bytes found are a superset of its matches only for an ASCII needle.
                 guard text.utf8.allSatisfy({ $0 < 0x80 }) else { return nil }
-                return ("COALESCE(strpos(\(column), \(bind(.text(text)))) > 0, FALSE)", false)
+                return (comparison("strpos(\(column), \(bind(.text(text)))) > 0"), false)
             default:
-                return ("COALESCE(\(column) LIKE \(bind(.text(Self.likePattern(text)))) ESCAPE '\\', FALSE)", true)
+                return (comparison("\(column) LIKE \(bind(.text(Self.likePattern(text)))) ESCAPE '\\'"), true)
             }
         case .matches:
             return nil
@@ -375,9 +388,12 @@ struct SQLPredicateCompiler {
                 equal = "FALSE"   // an object of another store, or a new one: no row refers to it
                 break
             }
-            var sql = "COALESCE(\(name) = \(bind(.int64(Int64(bitPattern: key.rawValue)))), FALSE)"
+            // Under the NOT of `!=`, as under any NOT, the comparison is two-valued.
+            let twoValued = negated || op == .notEqual
+            func compared(_ condition: String) -> String { twoValued ? "COALESCE(\(condition), FALSE)" : "(\(condition))" }
+            var sql = compared("\(name) = \(bind(.int64(Int64(bitPattern: key.rawValue))))")
             if case .toOne(_, nil, _) = column.kind {
-                sql = "(\(sql) AND COALESCE(\(SQLName.quoted(column.name + "._entity"))) = \(bind(.int16(Int16(bitPattern: storage.number)))), FALSE))"
+                sql = "(\(sql) AND \(compared("\(SQLName.quoted(column.name + "._entity")) = \(bind(.int16(Int16(bitPattern: storage.number))))")))"
             } else if case .toOne(_, let destination?, _) = column.kind, destination != id.entityName {
                 sql = "FALSE"
             }
