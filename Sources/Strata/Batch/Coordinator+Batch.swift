@@ -174,6 +174,10 @@ extension PersistentStoreCoordinator {
         var total = BatchOutcome()
         guard !names.isEmpty else { return total.result(request.resultType) }
         for store in stores(for: request.entityName, includesSubentities: request.includesSubentities) {
+            if let sql = store.sql {
+                total.add(try serverBatchUpdate(request, names: names, in: store, sql: sql, history: history, collectsIDs: collectsIDs))
+                continue
+            }
             let file = try store.requireLMDB("batch requests (insert, update, delete) are not available on \(store.type.rawValue) stores yet")
             let tracksHistory = store.options.tracksPersistentHistory
             let outcome = try writeBatch(to: store) { writer in
@@ -242,6 +246,11 @@ extension PersistentStoreCoordinator {
             targets = found
         }
         for (store, ids) in targets {
+            if let sql = store.sql {
+                let fetch: FetchRequest<ManagedObjectID>? = if case .fetch(let fetch) = request.target { fetch } else { nil }
+                total.add(try serverBatchDelete(ids, fetch: fetch, in: store, sql: sql, history: history, collectsIDs: collectsIDs))
+                continue
+            }
             let file = try store.requireLMDB("batch requests (insert, update, delete) are not available on \(store.type.rawValue) stores yet")
             let tracksHistory = store.options.tracksPersistentHistory
             let outcome = try writeBatch(to: store) { writer in
@@ -310,6 +319,83 @@ extension PersistentStoreCoordinator {
             groups[id.entityName, default: []].append(key)
         }
         return groups.sorted { $0.key < $1.key }.map { ($0.key, $0.value.sorted { $0.rawValue < $1.rawValue }) }
+    }
+
+    // MARK: Server stores
+
+    /// A batch update of a server store (``SQLStore/batchUpdate(_:settings:names:history:retention:)``):
+    /// one transaction, on the server.
+    private nonisolated func serverBatchUpdate(
+        _ request: BatchUpdateRequest, names: [String], in store: PersistentStore, sql: SQLStore, history: BatchHistory, collectsIDs: Bool
+    ) throws -> BatchOutcome {
+        var fetch = FetchRequest<ManagedObjectID>(entityName: request.entityName)
+        fetch.predicate = request.predicate
+        fetch.includesSubentities = request.includesSubentities
+        let write = try serverBatch(to: store) {
+            try sql.batchUpdate(
+                fetch,
+                settings: { table in
+                    try names.map { name in
+                        guard let slot = table.storage.attributeSlot(named: name), let column = table.attributeColumns[slot],
+                              let expression = request.propertiesToUpdate[name]
+                        else { throw StrataError.unknownKey(key: name, entity: table.tableName) }
+                        return SQLStore.BatchSetting(column: column, attribute: table.storage.attributes[slot].description, expression: expression)
+                    }
+                },
+                names: names, history: store.options.tracksPersistentHistory ? (history.author, history.contextName) : nil,
+                retention: store.options.historyRetention)
+        }
+        var outcome = BatchOutcome()
+        outcome.count = write.rows.count
+        if collectsIDs {
+            outcome.objectIDs = write.rows
+            outcome.changes.updated = write.rows
+        }
+        outcome.historyToken = write.historySequence.map { PersistentHistoryToken(storeIdentifier: store.identifier, sequence: UInt64($0)) }
+        return outcome
+    }
+
+    /// A batch delete of a server store (``SQLStore/batchDelete(_:fetch:history:retention:)``):
+    /// one transaction, on the server.
+    private nonisolated func serverBatchDelete(
+        _ ids: [ManagedObjectID]?, fetch: FetchRequest<ManagedObjectID>?, in store: PersistentStore, sql: SQLStore, history: BatchHistory,
+        collectsIDs: Bool
+    ) throws -> BatchOutcome {
+        let write = try serverBatch(to: store) {
+            try sql.batchDelete(
+                ids, fetch: fetch, history: store.options.tracksPersistentHistory ? (history.author, history.contextName) : nil,
+                retention: store.options.historyRetention)
+        }
+        var outcome = BatchOutcome()
+        outcome.count = write.rows.count
+        if collectsIDs {
+            outcome.objectIDs = write.rows
+            outcome.changes.deleted = write.rows
+            let deleted = Set(write.rows)
+            var seen = Set<ManagedObjectID>()
+            for (id, _) in write.touched where !deleted.contains(id) && seen.insert(id).inserted { outcome.changes.updated.append(id) }
+        }
+        outcome.historyToken = write.historySequence.map { PersistentHistoryToken(storeIdentifier: store.identifier, sequence: UInt64($0)) }
+        return outcome
+    }
+
+    /// Runs `body` (a server store's batch transaction), counted in ``writeStatistics`` as
+    /// one save; then forgets the store's cached rows (the request changed rows behind
+    /// the cache's back).
+    private nonisolated func serverBatch<R>(to store: PersistentStore, _ body: () throws -> R) throws -> R {
+        if store.options.readOnly { throw StrataError.readOnlyStore(store.description) }
+        guard persistentStores.contains(store) else { throw StrataError.noStore(entity: store.entityNames.sorted().first ?? "?") }
+        let start = instruments.metrics == nil ? 0 : DispatchTime.now().uptimeNanoseconds
+        do {
+            let result = try body()
+            writeGroups.didCommit(saves: 1, failed: 0)
+            if instruments.metrics != nil { recordCommits(of: [store], saves: 1, since: start, resolved: 0) }
+            rowCache.removeRows(ofStore: store.identifier)
+            return result
+        } catch {
+            writeGroups.didCommit(saves: 0, failed: 1)
+            throw error
+        }
     }
 
     // MARK: The write

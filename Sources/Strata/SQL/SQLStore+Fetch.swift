@@ -81,11 +81,16 @@ extension SQLStore {
     /// - Throws: ``StrataError`` for a row that does not decode or a server failure;
     ///   ``FetchPredicateError`` for what the evaluator refuses.
     func fetch(_ request: FetchRequest<some Any>, in pinned: SQLSnapshot? = nil) throws -> FetchRows {
+        try withConnection(in: pinned) { connection throws -> FetchRows in try fetch(request, on: connection) }
+    }
+
+    /// ``fetch(_:in:)`` on `connection` (in its transaction, if it is in one).
+    func fetch(_ request: FetchRequest<some Any>, on connection: any SQLConnection) throws -> FetchRows {
         let (queries, sortsInMemory) = try queries(for: request)
         let offset = max(0, request.fetchOffset)
         let limit = request.fetchLimit > 0 ? request.fetchLimit : nil
         guard !queries.isEmpty else { return request.resultType == .count ? .count(0) : .snapshots([]) }
-        return try withConnection(in: pinned) { connection throws -> FetchRows in
+        do {
             // One query does everything when one table answers and nothing is left to memory.
             if queries.count == 1, let query = queries.first, query.residue == nil, let order = query.order {
                 var window = ""

@@ -79,13 +79,27 @@ extension SQLStore {
             return
         }
         let changes = history.changes(of: save, keys: keys, merge: merge, tombstones: tombstones)
-        guard !changes.isEmpty else {
+        _ = try appendHistory(
+            changes, author: history.author, contextName: history.contextName, recording: true, retention: save.store.options.historyRetention,
+            on: connection)
+    }
+
+    /// Appends a history transaction of `changes` (when `recording` and there are some),
+    /// trims what `retention` no longer keeps, and sends the commit's notification; or
+    /// only notifies, when the store notifies other instances of every commit. The last
+    /// statements of a transaction (the ordering lock is held from here to the commit).
+    ///
+    /// - Returns: the transaction's sequence number, when one was appended.
+    func appendHistory(
+        _ changes: [HistoryRecord.Change], author: String?, contextName: String?, recording: Bool, retention: PersistentHistoryRetention,
+        on connection: any SQLConnection
+    ) throws -> Int64? {
+        guard recording, !changes.isEmpty else {
             if driver.notifiesOnCommit { try notify(on: connection) }
-            return
+            return nil
         }
         let now = Date()
-        let record = HistoryRecord(
-            timestamp: now, author: history.author, contextName: history.contextName, processID: getpid(), changes: changes)
+        let record = HistoryRecord(timestamp: now, author: author, contextName: contextName, processID: getpid(), changes: changes)
         _ = try connection.execute("SELECT pg_advisory_xact_lock(hashtext($1))", [.text(historyLockKey)])
         // One statement: the append, the trim the retention asks for, and the notification.
         var binds: [SQLValue] = [
@@ -93,7 +107,6 @@ extension SQLStore {
             .text(notificationChannel), .text(instance.uuidString),
         ]
         var trims: [String] = []
-        let retention = save.store.options.historyRetention
         if let count = retention.maximumTransactions {
             binds.append(.int64(Int64(count)))
             trims.append("sequence <= (SELECT sequence FROM appended) - $\(binds.count)")
@@ -106,9 +119,10 @@ extension SQLStore {
             + "VALUES (nextval($1::regclass), $2, $3, $4) RETURNING sequence)"
         if !trims.isEmpty { sql += ", " + deletion(where: trims.joined(separator: " OR ")) }
         sql += " SELECT sequence, pg_notify($5, $6) FROM appended"
-        guard try connection.execute(sql, binds).rows.first?.first?.integer != nil else {
+        guard let sequence = try connection.execute(sql, binds).rows.first?.first?.integer else {
             throw DatabaseFailure(kind: .schemaChanged, message: "appending to \(Self.historyTable) returned no sequence number")
         }
+        return sequence
     }
 
     /// Tells the other instances of the commit (delivered when it commits).

@@ -315,6 +315,13 @@ extension SQLStore {
     /// Removes a deleted row from the join tables of other entities that list it (its own
     /// rows go with it: `ON DELETE CASCADE`).
     private func unlinkDeleted(table: SQLTable, key: Int64, on connection: any SQLConnection) throws {
+        try unlinkDeleted(table: table, keys: [key], on: connection)
+    }
+
+    /// Removes the join-table rows of other entities that name rows `keys` of `table`
+    /// (the rows' own join-table rows go with them: their foreign key cascades).
+    func unlinkDeleted(table: SQLTable, keys: ArraySlice<Int64>, on connection: any SQLConnection) throws {
+        guard !keys.isEmpty else { return }
         for stored in table.storage.relationships {
             let relationship = stored.description
             for destination in layout.tables(for: relationship.destinationEntityName, includesSubentities: true, in: model) {
@@ -322,8 +329,8 @@ extension SQLStore {
                       let link = destination.linksBySlot[inverseSlot]
                 else { continue }
                 _ = try connection.execute(
-                    "DELETE FROM \(link.name) WHERE destination = $1 AND destination_entity = $2",
-                    [.int64(key), .int16(Int16(bitPattern: table.storage.number))])
+                    "DELETE FROM \(link.name) WHERE destination_entity = $1 AND destination IN (\(Self.placeholders(from: 2, count: keys.count)))",
+                    [.int16(Int16(bitPattern: table.storage.number))] + keys.map { .int64($0) })
             }
         }
     }
