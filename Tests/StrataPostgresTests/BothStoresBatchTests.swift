@@ -7,7 +7,7 @@ import Testing
 /// Batch update and delete requests, one source against both stores: an LMDB store
 /// rewrites records in its write transaction; a PostgreSQL store runs set-based statements
 /// in one transaction, on rows it locks.
-@Suite("Batch update and delete on both stores")
+@Suite("Batch insert, update and delete on both stores")
 struct BothStoresBatchTests {
     /// Notes t0…t(count-1), priority i % 4, saved through a context; their IDs in order.
     static func notes(_ count: Int, in coordinator: PersistentStoreCoordinator) async throws -> [ManagedObjectID] {
@@ -308,5 +308,124 @@ struct BothStoresBatchTests {
             try await Task.sleep(for: .milliseconds(5))
         }
         #expect(seen == "3 true")
+    }
+
+    // MARK: Insert
+
+    @Test("an insert from dictionaries writes every object with its defaults and relationships, and both sides agree: a folder lists its new notes, a tag its new members, a playlist its new tracks last",
+          arguments: StoreKind.allCases)
+    func insertObjects(kind: StoreKind) async throws {
+        let (store, coordinator) = try await Self.historyStore(kind)
+        defer { withExtendedLifetime(store) {} }
+        let (folder, tag, playlist) = try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+            let folder = PGFolder(), tag = PGTag(), playlist = PGPlaylist(), first = PGTrack()
+            for object in [folder, tag, playlist, first] as [ManagedObject] { try context.insert(object) }
+            folder.name = "inbox"
+            tag.label = "swift"
+            playlist.name = "p"
+            first.title = "a"
+            playlist.tracks = [first]
+            try context.save()
+            return (folder.objectID, tag.objectID, playlist.objectID)
+        }
+        var insert = BatchInsertRequest(entityName: "Note", objects: (0..<250).map { index in
+            ["title": "n\(index)", "priority": Int16(index % 3), "folder": folder, "tags": [tag]] as [String: any Sendable]
+        })
+        insert.resultType = .objectIDs
+        let result = try coordinator.execute(insert)
+        #expect(result.count == 250 && result.objectIDs?.count == 250 && Set(result.objectIDs ?? []).count == 250)
+        _ = try coordinator.execute(BatchInsertRequest(entityName: "Track", objects: [["title": "b", "playlist": playlist], ["title": "c", "playlist": playlist]]))
+        let state = try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+            let inbox = try #require(try context.existingObject(with: folder) as? PGFolder)
+            let swift = try #require(try context.existingObject(with: tag) as? PGTag)
+            let list = try #require(try context.existingObject(with: playlist) as? PGPlaylist)
+            var request = FetchRequest<PGNote>()
+            request.predicate = try FetchPredicate(format: "priority == 2 AND folder == %@", folder)
+            let twos = try context.count(for: request)
+            let note = try #require(try context.fetch(FetchRequest<PGNote>()).first { $0.title == "n7" })
+            return "\(inbox.notes.count) \(swift.notes.count) \(list.tracks.map(\.title)) \(twos) \(note.tags.map(\.label)) \(note.score) \(note.pinned)"
+        }
+        #expect(state == #"250 250 ["a", "b", "c"] 83 ["swift"] 0.0 false"#)
+        let history = try coordinator.execute(.fetchHistory(after: nil)).transactions
+        #expect(history.count == 3 && history[1].changes.filter { $0.changeType == .insert }.count == 250)
+        #expect(history.count == 3 && history[1].changes.contains { $0.changeType == .update && $0.updatedProperties == ["notes"] })
+    }
+
+    @Test("a handler is called until it returns true, across chunks", arguments: StoreKind.allCases)
+    func insertFromHandler(kind: StoreKind) async throws {
+        let store = BothStoresTestStore(kind)
+        let coordinator = try await store.instance()
+        let calls = LockedValue(0)
+        var insert = BatchInsertRequest(entityName: "Note") { values in
+            let index = calls.withLock { calls -> Int in
+                defer { calls += 1 }
+                return calls
+            }
+            guard index < 3000 else { return true }
+            values["title"] = "h\(index)"
+            values["size"] = Int64(index)
+            return false
+        }
+        insert.resultType = .count
+        #expect(try coordinator.execute(insert).count == 3000)
+        var request = FetchRequest<PGNote>()
+        request.predicate = try FetchPredicate(format: "#size >= 2990")
+        let found = try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in try context.count(for: request) }
+        #expect(found == 10)
+    }
+
+    @Test("bad input fails the whole insert with a typed error and writes nothing: an unknown key, a wrong type, a destination not stored",
+          arguments: StoreKind.allCases)
+    func insertBadInput(kind: StoreKind) async throws {
+        let store = BothStoresTestStore(kind)
+        let coordinator = try await store.instance()
+        let gone = try #require(try await Self.notes(1, in: coordinator).first)
+        let folderID = try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+            let folder = PGFolder()
+            try context.insert(folder)
+            try context.save()
+            let id = folder.objectID
+            try context.delete(folder)
+            try context.save()
+            return id
+        }
+        func insert(_ objects: [[String: any Sendable]], _ code: StrataError.Code, sourceLocation: SourceLocation = #_sourceLocation) {
+            let error = #expect(throws: StrataError.self, sourceLocation: sourceLocation) {
+                _ = try coordinator.execute(BatchInsertRequest(entityName: "Note", objects: objects))
+            }
+            #expect(error?.code == code, "\(String(describing: error))", sourceLocation: sourceLocation)
+        }
+        insert([["title": "ok"], ["nope": 1]], .unknownKey)
+        insert([["title": "ok"], ["priority": "high"]], .typeMismatch)
+        insert([["title": "ok"], ["title": "lost", "folder": folderID]], .objectNotFound)
+        _ = gone
+        #expect(try await store.count("Note") == 1)
+    }
+
+    @Test("uniqueness: a collision fails under the error policy; a merging policy turns it into an update of the stored object (an upsert), objects of the request claiming one value becoming one",
+          arguments: StoreKind.allCases)
+    func insertUpserts(kind: StoreKind) async throws {
+        let store = BothStoresTestStore(kind)
+        let coordinator = try await store.instance()
+        let stored = try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+            let tag = PGTag()
+            tag.label = "a"
+            try context.insert(tag)
+            try context.save()
+            return tag.objectID
+        }
+        let rows: [[String: any Sendable]] = [["label": "a"], ["label": "b"], ["label": "b"]]
+        let refused = #expect(throws: StrataError.self) { _ = try coordinator.execute(BatchInsertRequest(entityName: "Tag", objects: rows)) }
+        #expect(refused?.code == .constraintConflicts)
+        var upsert = BatchInsertRequest(entityName: "Tag", objects: rows)
+        upsert.mergePolicy = .mergeByPropertyObjectTrump
+        upsert.resultType = .objectIDs
+        let result = try coordinator.execute(upsert)
+        #expect(result.count == 2)
+        #expect(result.objectIDs?.first == stored && result.objectIDs?.count == 3 && result.objectIDs?[1] == result.objectIDs?[2])
+        let labels = try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+            try context.fetch(FetchRequest<PGTag>()).map(\.label).sorted()
+        }
+        #expect(labels == ["a", "b"])
     }
 }

@@ -69,6 +69,7 @@ extension PersistentStoreCoordinator {
 
     private nonisolated func batchInsert(_ request: BatchInsertRequest, history: BatchHistory) throws -> PersistentStoreResult {
         let store = try defaultStore(for: request.entityName)
+        if let sql = store.sql { return try serverBatchInsert(request, in: store, sql: sql, history: history) }
         let file = try store.requireLMDB("batch requests (insert, update, delete) are not available on \(store.type.rawValue) stores yet")
         let storage = try file.entityStorage(named: request.entityName)
         guard storage.rows != nil else {
@@ -322,6 +323,40 @@ extension PersistentStoreCoordinator {
     }
 
     // MARK: Server stores
+
+    /// A batch insert into a server store (``SQLStore/batchInsert(_:into:merging:history:retention:)``):
+    /// one transaction, on the server.
+    private nonisolated func serverBatchInsert(
+        _ request: BatchInsertRequest, in store: PersistentStore, sql: SQLStore, history: BatchHistory
+    ) throws -> PersistentStoreResult {
+        let storage = try sql.entityStorage(named: request.entityName)
+        guard sql.layout.tables[request.entityName] != nil else {
+            throw StrataError.invalidObjectState(
+                ManagedObjectID(temporaryFor: request.entityName), reason: "entity \(request.entityName) is abstract: it has no instances of its own")
+        }
+        var producer = try BatchRowProducer(request: request, storage: storage)
+        let merging = request.mergePolicy.merges ? SaveMerging(policy: request.mergePolicy, changes: [:]) : nil
+        let collectsIDs = request.resultType == .objectIDs || !mergingContexts.alive.isEmpty || liveResults.hasObservers
+        let write = try serverBatch(to: store) {
+            try sql.batchInsert(
+                { () throws -> EncodedRows? in try producer.nextChunk() }, into: store, merging: merging,
+                history: store.options.tracksPersistentHistory ? (history.author, history.contextName) : nil,
+                retention: store.options.historyRetention)
+        }
+        var outcome = BatchOutcome()
+        outcome.count = write.rows.count
+        if collectsIDs {
+            outcome.objectIDs = write.ids
+            for row in write.rows {
+                if row.upserted { outcome.changes.updated.append(row.objectID) } else { outcome.changes.inserted.append(row.objectID) }
+            }
+            var seen = Set(outcome.changes.updated)
+            for (id, _) in write.touched where seen.insert(id).inserted { outcome.changes.updated.append(id) }
+        }
+        outcome.historyToken = write.historySequence.map { PersistentHistoryToken(storeIdentifier: store.identifier, sequence: UInt64($0)) }
+        mergeIntoContexts(outcome.changes)
+        return outcome.result(request.resultType)
+    }
 
     /// A batch update of a server store (``SQLStore/batchUpdate(_:settings:names:history:retention:)``):
     /// one transaction, on the server.

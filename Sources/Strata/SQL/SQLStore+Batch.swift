@@ -435,3 +435,197 @@ extension SQLStore {
         return (rows, nullified, unlinked)
     }
 }
+
+// MARK: - Insert
+
+extension SQLStore {
+    /// One row a batch insert wrote: its ID, and whether it merged into a stored object
+    /// (an upsert) instead of inserting one.
+    struct BatchInsertedRow {
+        let objectID: ManagedObjectID
+        let upserted: Bool
+    }
+
+    /// Writes the rows `nextChunk` produces (new objects of one entity), in one transaction:
+    /// each chunk as a save of new rows (keys from the entity's sequence, uniqueness
+    /// checked; under a merging policy, objects claiming stored constrained values merge
+    /// into those rows), then the other sides of their relationships made to agree. A
+    /// deadlock victim runs again from the first chunk (the chunks made are kept for that).
+    ///
+    /// - Throws: ``StrataError/constraintConflicts(_:)`` under ``MergePolicy/error``;
+    ///   ``StrataError/objectNotFound(_:)`` for a relationship to an object not stored;
+    ///   what the producer throws; ``StrataError/database(store:failure:)``. Nothing is
+    ///   written then.
+    func batchInsert(
+        _ nextChunk: () throws -> EncodedRows?, into store: PersistentStore, merging: SaveMerging?,
+        history: (author: String?, contextName: String?)?, retention: PersistentHistoryRetention
+    ) throws -> (rows: [BatchInsertedRow], ids: [ManagedObjectID], touched: [(id: ManagedObjectID, relationship: String)], historySequence: Int64?) {
+        var made: [EncodedRows] = []
+        var exhausted = false
+        return try batchTransaction { connection in
+            var rows: [BatchInsertedRow] = []
+            var ids: [ManagedObjectID] = []   // one per object of the request, merged ones included
+            var touched: [(id: ManagedObjectID, relationship: String)] = []
+            var changes: [HistoryRecord.Change] = []
+            var seen = Set<ManagedObjectID>()
+            var index = 0
+            while true {
+                let chunk: EncodedRows
+                if index < made.count {
+                    chunk = made[index]
+                } else if !exhausted, let next = try nextChunk() {
+                    made.append(next)
+                    chunk = next
+                } else {
+                    exhausted = true
+                    break
+                }
+                index += 1
+                var save = StoreSave(store: store)
+                save.rows = chunk
+                let outcome: WriteOutcome
+                if let merging {
+                    outcome = try writeMerging(save, merging: merging, on: connection)
+                } else {
+                    outcome = try write(save, on: connection, recordsHistory: false)
+                }
+                var written: [(id: ManagedObjectID, storage: EntityStorage, values: [RelationshipSnapshot])] = []
+                for (position, row) in chunk.rows.enumerated() {
+                    guard position < outcome.keys.count, let storage = entityStorage(numbered: row.entity),
+                          let key = PrimaryKey(outcome.keys[position])
+                    else { continue }
+                    let id = objectID(entity: storage.name, key: key)
+                    let upserted = row.objectID.flatMap { outcome.merge?.adopted[$0] } != nil
+                    // Objects of the request merged into one row count once.
+                    ids.append(id)
+                    guard seen.insert(id).inserted else { continue }
+                    rows.append(BatchInsertedRow(objectID: id, upserted: upserted))
+                    changes.append(HistoryRecord.Change(
+                        kind: upserted ? .update : .insert, entity: storage.number, primaryKey: key.rawValue,
+                        updatedProperties: upserted ? storage.entity.attributes.filter { !$0.isTransient }.map(\.name) : []))
+                    if let values = row.relationships { written.append((id, storage, values)) }
+                }
+                touched += try linkInverses(of: written, on: connection)
+            }
+            let inserted = Set(rows.map(\.objectID))
+            var touchedSeen = Set<String>()
+            touched = touched.filter { !inserted.contains($0.id) && touchedSeen.insert("\($0.id)|\($0.relationship)").inserted }
+            for (id, relationship) in touched {
+                guard let storage = entities[id.entityName], let key = id.primaryKey else { continue }
+                changes.append(HistoryRecord.Change(kind: .update, entity: storage.number, primaryKey: key.rawValue, updatedProperties: [relationship]))
+            }
+            let sequence = try appendHistory(
+                changes, author: history?.author, contextName: history?.contextName, recording: history != nil, retention: retention, on: connection)
+            return (rows, ids, touched, sequence)
+        }
+    }
+
+    /// After a batch insert wrote new rows with relationship `values` (their own foreign
+    /// keys and join-table rows written), makes the other sides agree, as on LMDB: a
+    /// one-to-one destination points back (its previous partner lets go), the members of
+    /// a one-to-many move to the new row (leaving their previous owner's order), a
+    /// many-to-many or ordered destination lists the new row last. Every destination must
+    /// be stored.
+    ///
+    /// - Returns: the other rows whose relationships changed, each with the relationship.
+    /// - Throws: ``StrataError/objectNotFound(_:)`` for a destination not stored.
+    private func linkInverses(
+        of rows: [(id: ManagedObjectID, storage: EntityStorage, values: [RelationshipSnapshot])], on connection: any SQLConnection
+    ) throws -> [(id: ManagedObjectID, relationship: String)] {
+        var touched: [(id: ManagedObjectID, relationship: String)] = []
+        var mustExist: [ManagedObjectID] = []
+        let version = SQLName.quoted(SQLLayout.versionColumn), primary = SQLName.quoted(SQLLayout.keyColumn)
+        for (id, storage, values) in rows {
+            guard let (_, key) = try? row(of: id) else { continue }
+            for (slot, stored) in storage.relationships.enumerated() where slot < values.count {
+                let relationship = stored.description
+                let destinations: [ManagedObjectID]
+                switch values[slot] {
+                case .toOne(let destination): destinations = destination.map { [$0] } ?? []
+                case .toMany(let members): destinations = members
+                default: destinations = []
+                }
+                for destination in destinations {
+                    guard let (table, destinationKey) = try? row(of: destination),
+                          let inverseSlot = table.storage.relationshipSlot(named: relationship.inverseName)
+                    else { throw StrataError.objectNotFound(destination) }
+                    let inverse = table.storage.relationships[inverseSlot].description
+                    if inverse.isToMany {
+                        guard let link = table.linksBySlot[inverseSlot] else {
+                            // A one-to-many read through the new row's own column.
+                            mustExist.append(destination)
+                            touched.append((destination, inverse.name))
+                            continue
+                        }
+                        mustExist.append(destination)
+                        _ = try connection.execute(
+                            "INSERT INTO \(link.name) (owner, destination, destination_entity, position) "
+                                + "SELECT $1, $2, $3, COALESCE(max(position) + 1, 0) FROM \(link.name) WHERE owner = $1 ON CONFLICT DO NOTHING",
+                            [.int64(destinationKey), .int64(key), .int16(Int16(bitPattern: storage.number))])
+                        touched.append((destination, inverse.name))
+                        continue
+                    }
+                    guard let column = table.toOneColumns[inverseSlot] else { continue }
+                    // The destination's to-one takes the new row: what it held lets go first.
+                    let current = try connection.execute(
+                        "SELECT \(column.sqlNames.map(SQLName.quoted).joined(separator: ", ")) FROM \(table.name) WHERE \(primary) = $1 FOR UPDATE",
+                        [.int64(destinationKey)]).rows.first
+                    guard let current else { throw StrataError.objectNotFound(destination) }
+                    if let previousKey = current[0].integer, previousKey != key || current.count > 1 && current[1].integer != Int64(storage.number) {
+                        let previousEntity: String? = if case .toOne(_, let single?, _) = column.kind { single } else {
+                            current.count > 1 ? current[1].integer.flatMap { UInt16(exactly: $0) }.flatMap { entityStorage(numbered: $0)?.name } : nil
+                        }
+                        if let previousEntity, let previousTable = layout.tables[previousEntity],
+                           let previousSlot = previousTable.storage.relationshipSlot(named: relationship.name),
+                           let primaryKey = PrimaryKey(UInt64(bitPattern: previousKey)) {
+                            let previous = objectID(entity: previousEntity, key: primaryKey)
+                            if !relationship.isToMany, let partnerColumn = previousTable.toOneColumns[previousSlot] {
+                                // One-to-one: the previous partner's to-one lets go.
+                                _ = try connection.execute(
+                                    "UPDATE \(previousTable.name) SET \(partnerColumn.sqlNames.map { "\(SQLName.quoted($0)) = NULL" }.joined(separator: ", ")), "
+                                        + "\(version) = \(version) + 1 WHERE \(primary) = $1 AND \(partnerColumn.quoted) = $2",
+                                    [.int64(previousKey), .int64(destinationKey)])
+                                touched.append((previous, relationship.name))
+                            } else if relationship.isToMany {
+                                // One-to-many: the member leaves its previous owner (and its order).
+                                if let ordering = previousTable.linksBySlot[previousSlot] {
+                                    _ = try connection.execute(
+                                        "DELETE FROM \(ordering.name) WHERE owner = $1 AND destination = $2 AND destination_entity = $3",
+                                        [.int64(previousKey), .int64(destinationKey), .int16(Int16(bitPattern: table.storage.number))])
+                                }
+                                touched.append((previous, relationship.name))
+                            }
+                        }
+                    }
+                    var assignments = ["\(column.quoted) = $2", "\(version) = \(version) + 1"]
+                    var binds: [SQLValue] = [.int64(destinationKey), .int64(key)]
+                    if case .toOne(_, nil, _) = column.kind {
+                        assignments.append("\(column.quotedEntity) = $3")
+                        binds.append(.int16(Int16(bitPattern: storage.number)))
+                    }
+                    _ = try connection.execute("UPDATE \(table.name) SET \(assignments.joined(separator: ", ")) WHERE \(primary) = $1", binds)
+                    touched.append((destination, inverse.name))
+                }
+            }
+        }
+        // Destinations no statement above wrote: one query per table says whether they are stored.
+        var byTable: [String: [Int64]] = [:]
+        for id in mustExist {
+            guard let (table, key) = try? row(of: id) else { throw StrataError.objectNotFound(id) }
+            byTable[table.tableName, default: []].append(key)
+        }
+        for (name, keys) in byTable.sorted(by: { $0.key < $1.key }) {
+            guard let table = layout.tables[name] else { continue }
+            let wanted = Set(keys)
+            var found = Set<Int64>()
+            for chunk in Array(wanted).chunks(of: Self.maximumBinds) {
+                let sql = "SELECT \(primary) FROM \(table.name) WHERE \(primary) IN (\(Self.placeholders(from: 1, count: chunk.count)))"
+                for row in try connection.execute(sql, chunk.map { .int64($0) }).rows { if let key = row.first?.integer { found.insert(key) } }
+            }
+            if let missing = wanted.subtracting(found).sorted().first, let primaryKey = PrimaryKey(UInt64(bitPattern: missing)) {
+                throw StrataError.objectNotFound(objectID(entity: name, key: primaryKey))
+            }
+        }
+        return touched
+    }
+}
