@@ -215,13 +215,34 @@ struct PostgresFailureTests {
         #expect(try store.execute("SELECT title FROM \"\(store.schema)\".\"Note\"").rows == [[.text("one statement")]])
     }
 
-    @Test("what the store cannot do yet is refused with unsupportedByStore, naming it")
+    @Test("what the store cannot do is refused with unsupportedByStore, naming it: one save over a PostgreSQL store and another store (nothing written to either)")
     func unsupported() async throws {
-        let store = PostgresTestStore()
-        let coordinator = try await store.coordinator()
-        #expect {
-            try coordinator.execute(BatchInsertRequest(entityName: "Note", objects: [["title": "x"]]))
-        } throws: { ($0 as? StrataError)?.code == .unsupportedByStore }
+        let model = try ManagedObjectModel(
+            types: [PGFolder.self, PGNote.self, PGTag.self, PGPlaylist.self, PGTrack.self, PGBook.self, PGFilm.self],
+            configurations: ["Notes": ["Folder", "Note", "Tag"], "Media": ["Playlist", "Track", "Item", "Book", "Film"]])
+        let store = PostgresTestStore(model: model)
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        try await coordinator.addPersistentStore(type: .postgres(store.configuration), configuration: "Notes")
+        try await coordinator.addPersistentStore(type: .inMemory, configuration: "Media")
+        let error = await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context -> StrataError? in
+            do {
+                let note = PGNote()
+                note.title = "n"
+                try context.insert(note)
+                let track = PGTrack()
+                track.title = "t"
+                try context.insert(track)
+                try context.save()
+                return nil
+            } catch {
+                return error as? StrataError
+            }
+        }
+        #expect(error?.code == .unsupportedByStore && error?.description.contains("cannot commit together") == true, "\(String(describing: error))")
+        let counts = try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+            (try context.count(for: FetchRequest<PGNote>()), try context.count(for: FetchRequest<PGTrack>()))
+        }
+        #expect(counts == (0, 0))
     }
 
     @Test("after the coordinator closes, reads and saves fail with coordinatorClosed")
