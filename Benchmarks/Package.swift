@@ -92,6 +92,9 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
+        // `swift run -c release pg-group-commit [saves]`: the experiment behind the PostgreSQL
+        // store's saves (one transaction each, not savepoints in a group's transaction).
+        .executableTarget(name: "pg-group-commit", dependencies: [.product(name: "PostgresNIO", package: "postgres-nio")]),
         // `swift run -c release pg-instances` (make pg-bench): two processes through one
         // PostgreSQL, Strata against plain postgres-nio and Fluent.
         .executableTarget(
