@@ -164,22 +164,26 @@ profile: deps
 	$(SWIFT) build -c release --product strata-profile
 	Scripts/profile.sh "$$($(SWIFT) build -c release --show-bin-path)/strata-profile" $(PROFILE_OBJECTS) .build-profile
 
-## DocC: the Strata catalog (Docs.docc) and the StrataLMDB reference, built offline.
+## DocC: the Strata catalog (Docs.docc) and the StrataLMDB and StrataPostgres references, built offline.
 ## Strata@Swift.symbols.json and the like hold what Strata declares on other modules'
 ## types (the key-path predicate builder on KeyPath, the AttributeStorable conformances);
 ## DocC shows them as extended modules when they carry extension-block symbols.
 docs: deps
 	$(SWIFT) package dump-symbol-graph --minimum-access-level public --emit-extension-block-symbols --skip-synthesized-members >/dev/null
-	rm -rf $(SYMBOLS) && mkdir -p $(SYMBOLS)/Strata $(SYMBOLS)/StrataLMDB
+	rm -rf $(SYMBOLS) && mkdir -p $(SYMBOLS)/Strata $(SYMBOLS)/StrataLMDB $(SYMBOLS)/StrataPostgres
 	cp .build/*/symbolgraph/Strata.symbols.json .build/*/symbolgraph/Strata@*.symbols.json $(SYMBOLS)/Strata/
 	cp .build/*/symbolgraph/StrataLMDB*.symbols.json $(SYMBOLS)/StrataLMDB/
+	cp .build/*/symbolgraph/StrataPostgres*.symbols.json $(SYMBOLS)/StrataPostgres/
 	docc convert Docs.docc --additional-symbol-graph-dir $(SYMBOLS)/Strata \
 		--fallback-display-name Strata --fallback-bundle-identifier org.strata.Strata \
 		--output-path $(DOCS)/Strata.doccarchive
 	docc convert --additional-symbol-graph-dir $(SYMBOLS)/StrataLMDB \
 		--fallback-display-name StrataLMDB --fallback-bundle-identifier org.strata.StrataLMDB \
 		--output-path $(DOCS)/StrataLMDB.doccarchive
-	@echo "Documentation: $(DOCS)/Strata.doccarchive and $(DOCS)/StrataLMDB.doccarchive"
+	docc convert --additional-symbol-graph-dir $(SYMBOLS)/StrataPostgres \
+		--fallback-display-name StrataPostgres --fallback-bundle-identifier org.strata.StrataPostgres \
+		--output-path $(DOCS)/StrataPostgres.doccarchive
+	@echo "Documentation: $(DOCS)/Strata.doccarchive, $(DOCS)/StrataLMDB.doccarchive and $(DOCS)/StrataPostgres.doccarchive"
 
 ## libFuzzer on the record decoder, the key decoders and the predicate parser, FUZZ_SECONDS (default 60) each,
 ## from the committed seed corpora. Fails on any crash, and when libFuzzer says the code is not

@@ -457,3 +457,40 @@ extension UpdateExpression {
         }
     }
 }
+
+extension UpdateExpression {
+    /// The value `compiled` (this expression, compiled) gives a row whose read values are
+    /// `values`, in `attribute`'s type: what a batch update writes, on any store.
+    ///
+    /// - Throws: ``StrataError/typeMismatch(key:entity:expected:actual:)`` naming `row`
+    ///   for arithmetic that fails (a division by zero, an overflow) or a value the
+    ///   attribute cannot hold.
+    func value(
+        of compiled: Compiled, on values: [AttributeValue?], for attribute: AttributeDescription, entityName: String, row: ManagedObjectID
+    ) throws -> AttributeValue? {
+        let value: AttributeValue?
+        do {
+            value = try compiled.evaluate(values)
+        } catch let error as EvaluationError {
+            throw StrataError.typeMismatch(
+                key: attribute.name, entity: entityName, expected: attribute.type.swiftTypeName, actual: "\(self) for \(row): \(error.message)")
+        }
+        guard let value else { return nil }
+        if attribute.type.accepts(value) { return value }   // most often: no conversion
+        return try converted(value, for: attribute, entityName: entityName, row: row)
+    }
+
+    /// `value` (this expression's) in `attribute`'s type.
+    ///
+    /// - Throws: ``StrataError/typeMismatch(key:entity:expected:actual:)`` when it has
+    ///   none there.
+    func converted(_ value: AttributeValue?, for attribute: AttributeDescription, entityName: String, row: ManagedObjectID?) throws(StrataError) -> AttributeValue? {
+        guard let value else { return nil }
+        guard let converted = Self.stored(value, as: attribute.type) else {
+            throw StrataError.typeMismatch(
+                key: attribute.name, entity: entityName, expected: attribute.type.swiftTypeName,
+                actual: "\(value.kindName) \(value) from \(self)\(row.map { " for \($0)" } ?? "")")
+        }
+        return converted
+    }
+}

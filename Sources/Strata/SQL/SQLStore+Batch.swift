@@ -152,22 +152,7 @@ extension SQLStore {
                 var new: [AttributeValue?] = []
                 var differs = false
                 for (index, setting) in settings.enumerated() {
-                    var value: AttributeValue?
-                    do {
-                        value = try compiled[index].evaluate(old)
-                    } catch let error as UpdateExpression.EvaluationError {
-                        throw StrataError.typeMismatch(
-                            key: setting.attribute.name, entity: storage.name, expected: setting.attribute.type.swiftTypeName,
-                            actual: "\(setting.expression) for \(id): \(error.message)")
-                    }
-                    if let computed = value, !setting.attribute.type.accepts(computed) {
-                        guard let converted = UpdateExpression.stored(computed, as: setting.attribute.type) else {
-                            throw StrataError.typeMismatch(
-                                key: setting.attribute.name, entity: storage.name, expected: setting.attribute.type.swiftTypeName,
-                                actual: "\(computed.kindName) \(computed) from \(setting.expression) for \(id)")
-                        }
-                        value = converted
-                    }
+                    let value = try setting.expression.value(of: compiled[index], on: old, for: setting.attribute, entityName: storage.name, row: id)
                     ManagedObject.check(value, against: setting.attribute) { reason in
                         failures.append(ValidationFailure(objectID: id, key: setting.attribute.name, reason: reason))
                     }

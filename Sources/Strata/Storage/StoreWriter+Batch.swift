@@ -735,29 +735,14 @@ private final class BatchUpdatePlan {
     func value(of index: Int, for key: PrimaryKey, oldValues: [AttributeValue?], store: StoreFile) throws -> AttributeValue? {
         if isConstant[index], case .value(let value) = compiled[index] { return value }
         let assignment = assignments[index]
-        let value: AttributeValue?
-        do {
-            value = try compiled[index].evaluate(oldValues)
-        } catch let error as UpdateExpression.EvaluationError {
-            throw StrataError.typeMismatch(
-                key: assignment.attribute.name, entity: storage.name, expected: assignment.attribute.type.swiftTypeName,
-                actual: "\(assignment.expression) for \(store.objectID(entity: storage.name, key: key)): \(error.message)")
-        }
-        guard let value else { return nil }
-        if assignment.attribute.type.accepts(value) { return value }   // most often: no conversion
-        return try Self.stored(value, for: assignment, in: storage, row: store.objectID(entity: storage.name, key: key))
+        return try assignment.expression.value(
+            of: compiled[index], on: oldValues, for: assignment.attribute, entityName: storage.name, row: store.objectID(entity: storage.name, key: key))
     }
 
     /// `value` in `assignment`'s attribute type.
     private static func stored(
         _ value: AttributeValue?, for assignment: StoreWriter.BatchAssignment, in storage: EntityStorage, row: ManagedObjectID?
     ) throws -> AttributeValue? {
-        guard let value else { return nil }
-        guard let converted = UpdateExpression.stored(value, as: assignment.attribute.type) else {
-            throw StrataError.typeMismatch(
-                key: assignment.attribute.name, entity: storage.name, expected: assignment.attribute.type.swiftTypeName,
-                actual: "\(value.kindName) \(value) from \(assignment.expression)\(row.map { " for \($0)" } ?? "")")
-        }
-        return converted
+        try assignment.expression.converted(value, for: assignment.attribute, entityName: storage.name, row: row)
     }
 }
