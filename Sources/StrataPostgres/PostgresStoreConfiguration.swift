@@ -3,7 +3,7 @@ import Logging
 import Strata
 
 /// Where a PostgreSQL store lives and how Strata connects to it: the argument of
-/// ``Strata/PersistentStore/StoreType/postgres(_:)``.
+/// `PersistentStore.StoreType.postgres(_:)`.
 ///
 /// ```swift
 /// import Strata
@@ -16,7 +16,7 @@ import Strata
 ///
 /// Every process that adds a store with the same server, database and schema shares one
 /// store: the same object IDs, the same rows. The store's tables live in ``schema``
-/// (created when missing); see <doc:RunningOnPostgreSQL> for what maps to what.
+/// (created when missing); see the Strata documentation's "Running on PostgreSQL" article for what maps to what.
 public struct PostgresStoreConfiguration: Sendable, Hashable {
     /// Whether connections use TLS.
     public enum TLSMode: Sendable, Hashable {
@@ -45,21 +45,21 @@ public struct PostgresStoreConfiguration: Sendable, Hashable {
     /// at a time; callers beyond it wait for a free one); 8 by default.
     public var maximumConnections: Int
     /// How long opening a connection may take, and how long a caller waits for a free
-    /// connection, before it fails with ``Strata/DatabaseFailure/Kind/connectionFailed``;
+    /// connection, before it fails with `DatabaseFailure.Kind.connectionFailed`;
     /// 10 seconds by default.
     public var connectTimeout: Duration
     /// How long one statement may run before the server cancels it
-    /// (``Strata/DatabaseFailure/Kind/timedOut``; PostgreSQL's `statement_timeout`); nil
+    /// (`DatabaseFailure.Kind.timedOut`; PostgreSQL's `statement_timeout`); nil
     /// for the server's setting. 30 seconds by default.
     ///
     /// When set, a caller also stops waiting for an answer once this plus
     /// ``connectTimeout`` has passed (a server or network that no longer answers): the
     /// connection is closed and the statement fails with
-    /// ``Strata/DatabaseFailure/Kind/connectionLost``, its effect unknown.
+    /// `DatabaseFailure.Kind.connectionLost`, its effect unknown.
     public var statementTimeout: Duration?
     /// Whether a save of a store that does not track persistent history tells the other
     /// instances that it committed (`pg_notify` on the store's channel, delivered at the
-    /// commit), so that their ``Strata/PersistentStoreCoordinator/remoteChanges`` raise an
+    /// commit), so that their `PersistentStoreCoordinator.remoteChanges` raise an
     /// event (without a token) and their cached rows are dropped at once; false by default,
     /// as Core Data posts remote-change notifications only when asked.
     ///
@@ -68,7 +68,7 @@ public struct PostgresStoreConfiguration: Sendable, Hashable {
     /// needs. Without history it is one more statement per save, and PostgreSQL's
     /// notification queue at each commit: 8 contexts saving one object each saved at 1.51×
     /// the time of plain postgres-nio without it and 1.92× with it (`make pg-bench` at
-    /// 95f0098, <doc:RunningOnPostgreSQL>).
+    /// 95f0098, Strata's "Running on PostgreSQL" article).
     public var notifiesOtherInstances: Bool
 
     /// A configuration of the store in `schema` of `database` on `host`.

@@ -72,7 +72,7 @@ public final class PersistentStore: Sendable, Hashable, CustomStringConvertible 
             lhs.kind == rhs.kind && lhs.server?.identity == rhs.server?.identity
         }
 
-        /// Hashes what ``==`` compares.
+        /// Hashes what `==` compares.
         public func hash(into hasher: inout Hasher) {
             hasher.combine(kind)
             hasher.combine(server?.identity)

@@ -28,6 +28,7 @@ public struct Attribute<Value: AttributeStorable> {
     /// Declares an attribute whose default value is the property's initial value.
     ///
     /// - Parameters:
+    ///   - wrappedValue: the property's initial value, which is also the attribute's default.
     ///   - indexed: whether the store keeps an index on the attribute.
     ///   - transient: a transient attribute lives in memory only.
     ///   - validation: the rules values must satisfy when the object is saved.
