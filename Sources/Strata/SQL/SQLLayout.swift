@@ -7,7 +7,7 @@ import Foundation
 /// | a concrete entity `Note` | table `"Note"`: `"_pk" bigint PRIMARY KEY`, `"_version" bigint NOT NULL`, a column per stored attribute and per to-one relationship (inherited ones too) |
 /// | an attribute | a column of its name and natural type (`bigint`, `text`, `timestamptz`, `bytea`, ...) |
 /// | an indexed attribute | an index `"Note.title.index"` |
-/// | a uniqueness constraint | a unique index over its columns |
+/// | a uniqueness constraint | a unique index over its columns (per table: across an entity hierarchy's tables, saves check every table under an advisory lock) |
 /// | a to-one relationship `folder` | column `"folder"` (the destination's `_pk`), with a deferred foreign key when every destination lives in one table; else also `"folder._entity"` (the destination's entity number) |
 /// | a to-many relationship whose inverse is to-one | nothing: the inverse's column holds it |
 /// | a many-to-many or ordered to-many relationship `tags` | table `"Note.tags"`: `owner`, `destination`, `destination_entity`, `position` |

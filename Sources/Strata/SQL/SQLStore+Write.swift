@@ -353,15 +353,14 @@ extension SQLStore {
         of save: StoreSave, keys: [Int64], on connection: any SQLConnection, locking: Bool = false
     ) throws -> [(conflict: ConstraintConflict, claimants: [Int], existing: ManagedObjectID?)] {
         var conflicts: [(conflict: ConstraintConflict, claimants: [Int], existing: ManagedObjectID?)] = []
-        var claimed: [String: [Int]] = [:]   // "entity|constraint|values" → row indexes
-        var claims: [(table: SQLTable, constraint: [String], values: [AttributeValue], rows: [Int])] = []
+        var claimed: [String: [Int]] = [:]   // "owner|constraint|values" → row indexes
+        var claims: [(owner: String, constraint: [String], values: [AttributeValue], tag: String)] = []
         try save.rows.bytes.withUnsafeBytes { bytes in
             for (index, row) in save.rows.rows.enumerated() {
-                guard let storage = entityStorage(numbered: row.entity), let table = layout.tables[storage.name],
-                      !storage.entity.uniquenessConstraints.isEmpty
-                else { continue }
+                guard let table = layout.tablesByNumber[row.entity], !table.storage.entity.uniquenessConstraints.isEmpty else { continue }
+                let storage = table.storage
                 let record = try decodeRecord(UnsafeRawBufferPointer(rebasing: bytes[row.record]), of: storage, key: keys[index])
-                for constraint in storage.entity.uniquenessConstraints {
+                for (constraint, owner) in zip(storage.entity.uniquenessConstraints, storage.entity.uniquenessConstraintOwners) {
                     var values: [AttributeValue] = []
                     for name in constraint {
                         guard let slot = storage.attributeSlot(named: name), let column = table.attributeColumns[slot],
@@ -370,40 +369,62 @@ extension SQLStore {
                         values.append(value)
                     }
                     guard values.count == constraint.count else { continue }   // a nil value claims nothing
-                    let tag = "\(storage.name)|\(constraint)|\(values)"
-                    if claimed[tag] == nil { claims.append((table, constraint, values, [])) }
+                    // The constraint's scope is the entity that declares it, sub-entities included.
+                    let tag = "\(owner)|\(constraint)|\(values)"
+                    if claimed[tag] == nil { claims.append((owner, constraint, values, tag)) }
                     claimed[tag, default: []].append(index)
                 }
             }
         }
         for claim in claims {
-            let tag = "\(claim.table.storage.name)|\(claim.constraint)|\(claim.values)"
-            let rows = claimed[tag] ?? []
+            let rows = claimed[claim.tag] ?? []
             let ids = rows.compactMap { index -> ManagedObjectID? in
                 if let id = save.rows.rows[index].objectID { return id }
-                return PrimaryKey(UInt64(bitPattern: keys[index])).map { objectID(entity: claim.table.storage.name, key: $0) }
+                guard let table = layout.tablesByNumber[save.rows.rows[index].entity] else { return nil }
+                return PrimaryKey(UInt64(bitPattern: keys[index])).map { objectID(entity: table.storage.name, key: $0) }
             }
-            var binds: [SQLValue] = []
-            var conditions: [String] = []
-            for (name, value) in zip(claim.constraint, claim.values) {
-                guard let slot = claim.table.storage.attributeSlot(named: name) else { continue }
-                binds.append(SQLColumn.sqlValue(value, of: claim.table.storage.attributes[slot].type))
-                conditions.append("\(SQLName.quoted(name)) = $\(binds.count)")
+            // The tables of the entities holding the constraint: one per concrete entity of
+            // the hierarchy. Across several, no unique index spans them: claims of the same
+            // values wait for each other on a transaction-scoped advisory lock instead, so
+            // that the check below sees what the other committed.
+            let tables = layout.tables(for: claim.owner, includesSubentities: true, in: model).filter { table in
+                zip(table.storage.entity.uniquenessConstraints, table.storage.entity.uniquenessConstraintOwners)
+                    .contains { $0 == claim.constraint && $1 == claim.owner }
             }
-            let mine = rows.map { Int64(keys[$0]) }
-            binds += mine.map { .int64($0) }
-            conditions.append("\(SQLName.quoted(SQLLayout.keyColumn)) NOT IN (\(Self.placeholders(from: binds.count - mine.count + 1, count: mine.count)))")
-            let holder = try connection.execute(
-                "SELECT \(SQLName.quoted(SQLLayout.keyColumn)) FROM \(claim.table.name) WHERE \(conditions.joined(separator: " AND ")) LIMIT 1"
-                    + (locking ? " FOR UPDATE" : ""), binds
-            ).rows.first?.first?.integer.flatMap { PrimaryKey(UInt64(bitPattern: $0)) }
+            if tables.count > 1 {
+                _ = try connection.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [.text("strata-unique:\(identifier.uuidString)|\(claim.tag)")])
+            }
+            var holder: ManagedObjectID?
+            for table in tables {
+                var binds: [SQLValue] = []
+                var conditions: [String] = []
+                for (name, value) in zip(claim.constraint, claim.values) {
+                    guard let slot = table.storage.attributeSlot(named: name), let column = table.attributeColumns[slot] else { continue }
+                    binds.append(SQLColumn.sqlValue(value, of: table.storage.attributes[slot].type))
+                    conditions.append("\(column.quoted) = $\(binds.count)")
+                }
+                // The save's own rows of this table are not holders (they are being rewritten).
+                let mine = rows.filter { save.rows.rows[$0].entity == table.storage.number && keys[$0] != 0 }.map { keys[$0] }
+                if !mine.isEmpty {
+                    binds += mine.map { .int64($0) }
+                    conditions.append("\(SQLName.quoted(SQLLayout.keyColumn)) NOT IN (\(Self.placeholders(from: binds.count - mine.count + 1, count: mine.count)))")
+                }
+                let found = try connection.execute(
+                    "SELECT \(SQLName.quoted(SQLLayout.keyColumn)) FROM \(table.name) WHERE \(conditions.joined(separator: " AND ")) LIMIT 1"
+                        + (locking ? " FOR UPDATE" : ""), binds
+                ).rows.first?.first?.integer.flatMap { PrimaryKey(UInt64(bitPattern: $0)) }
+                if let found {
+                    holder = objectID(entity: table.storage.name, key: found)
+                    break
+                }
+            }
             guard holder != nil || rows.count > 1 else { continue }
-            let existing = holder.map { objectID(entity: claim.table.storage.name, key: $0) }
             conflicts.append((
                 ConstraintConflict(
-                    entityName: claim.table.storage.name, constraint: claim.constraint,
-                    values: Dictionary(uniqueKeysWithValues: zip(claim.constraint, claim.values)), objectIDs: ids, existingObjectID: existing),
-                rows, existing))
+                    entityName: claim.owner, constraint: claim.constraint,
+                    values: Dictionary(uniqueKeysWithValues: zip(claim.constraint, claim.values)), objectIDs: ids, existingObjectID: holder),
+                rows, holder))
         }
         return conflicts
     }
