@@ -89,4 +89,18 @@ struct BothStoresUniquenessTests {
         }
         #expect(try await Self.items(in: coordinators[0]).count == 5)
     }
+
+    @Test("a batch update that gives a film a book's title fails with the conflict, writing nothing", arguments: StoreKind.allCases)
+    func batchUpdateAcrossSubentities(kind: StoreKind) async throws {
+        let store = BothStoresTestStore(kind)
+        let coordinator = try await store.instance(model: Self.model)
+        #expect(await Self.save(book: true, "x", in: coordinator) == nil)
+        #expect(await Self.save(book: false, "y", in: coordinator) == nil)
+        var rename = BatchUpdateRequest(entityName: "UniqueFilm")
+        rename.propertiesToUpdate = ["title": .constant("x")]
+        let error = #expect(throws: StrataError.self) { _ = try coordinator.execute(rename) }
+        #expect(error?.code == .constraintConflicts && error?.constraintConflicts.first?.existingObjectID?.entityName == "UniqueBook",
+                "\(String(describing: error))")
+        #expect(try await Self.items(in: coordinator) == ["UniqueBook x", "UniqueFilm y"])
+    }
 }

@@ -164,6 +164,16 @@ extension SQLStore {
         }
         if !failures.isEmpty { throw StrataError.validation(failures) }
         guard !changed.isEmpty else { return [] }
+        // No unique index spans the tables of a hierarchy: a constraint of several tables is
+        // checked (under its advisory locks) before anything is written.
+        let spansTables = zip(storage.entity.uniquenessConstraints, storage.entity.uniquenessConstraintOwners).contains { constraint, owner in
+            constraint.contains { name in settings.contains { $0.attribute.name == name } }
+                && layout.tables(for: owner, includesSubentities: true, in: model).count > 1
+        }
+        if spansTables {
+            let conflicts = try batchConflicts(table, changed: changed, settings: settings, on: connection)
+            if !conflicts.isEmpty { throw StrataError.constraintConflicts(conflicts) }
+        }
         // Written through a savepoint: a unique index's violation is then reported as the
         // conflicts it is, not as an aborted transaction.
         _ = try connection.execute("SAVEPOINT strata_batch", [])
@@ -200,7 +210,8 @@ extension SQLStore {
 
     /// The uniqueness conflicts a batch update's new values make: for each constraint of
     /// `table` with a set attribute, the changed rows claiming values a row left alone
-    /// holds, and changed rows claiming the same values.
+    /// holds (in any table of the constraint's entity hierarchy), and changed rows claiming
+    /// the same values.
     private func batchConflicts(
         _ table: SQLTable, changed: [(key: Int64, values: [AttributeValue?])], settings: [BatchSetting], on connection: any SQLConnection
     ) throws -> [ConstraintConflict] {
@@ -237,18 +248,34 @@ extension SQLStore {
                 }
                 if claim.count == columns.count { claims[claim, default: []].append(key) }
             }
+            // Every table holding the constraint (the declaring entity's hierarchy): across
+            // several, claims wait on the advisory lock a save takes for the same values.
+            let scope = layout.tables(for: owner, includesSubentities: true, in: model).filter { other in
+                zip(other.storage.entity.uniquenessConstraints, other.storage.entity.uniquenessConstraintOwners).contains { $0 == constraint && $1 == owner }
+            }
             for (claim, keys) in claims.sorted(by: { $0.value.min() ?? 0 < $1.value.min() ?? 0 }) {
-                let condition = columns.enumerated().map { "\($0.element.quoted) = $\($0.offset + 1)" }.joined(separator: " AND ")
-                let binds = zip(columns, claim).map { column, value -> SQLValue in
-                    if case .attribute(_, let type) = column.kind { return SQLColumn.sqlValue(value, of: type) }
-                    return .null
+                if scope.count > 1 {
+                    _ = try connection.execute(
+                        "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [.text("strata-unique:\(identifier.uuidString)|\(owner)|\(constraint)|\(claim)")])
                 }
-                let holders = try connection.execute(
-                    "SELECT \(SQLName.quoted(SQLLayout.keyColumn)) FROM \(table.name) WHERE \(condition)", binds
-                ).rows.compactMap { $0.first?.integer }.filter { !changedKeys.contains($0) }
-                guard keys.count > 1 || !holders.isEmpty else { continue }
+                var holder: ManagedObjectID?
+                for other in scope where holder == nil {
+                    var binds: [SQLValue] = []
+                    var conditions: [String] = []
+                    for (name, value) in zip(constraint, claim) {
+                        guard let slot = other.storage.attributeSlot(named: name), let column = other.attributeColumns[slot],
+                              case .attribute(_, let type) = column.kind
+                        else { continue }
+                        binds.append(SQLColumn.sqlValue(value, of: type))
+                        conditions.append("\(column.quoted) = $\(binds.count)")
+                    }
+                    let holders = try connection.execute(
+                        "SELECT \(SQLName.quoted(SQLLayout.keyColumn)) FROM \(other.name) WHERE \(conditions.joined(separator: " AND "))", binds
+                    ).rows.compactMap { $0.first?.integer }.filter { other !== table || !changedKeys.contains($0) }
+                    holder = holders.first.flatMap { PrimaryKey(UInt64(bitPattern: $0)) }.map { objectID(entity: other.tableName, key: $0) }
+                }
+                guard keys.count > 1 || holder != nil else { continue }
                 let ids = keys.compactMap { PrimaryKey(UInt64(bitPattern: $0)) }.map { objectID(entity: storage.name, key: $0) }
-                let holder = holders.first.flatMap { PrimaryKey(UInt64(bitPattern: $0)) }.map { objectID(entity: storage.name, key: $0) }
                 conflicts.append(ConstraintConflict(
                     entityName: owner, constraint: constraint, values: Dictionary(uniqueKeysWithValues: zip(constraint, claim)), objectIDs: ids,
                     existingObjectID: holder))
