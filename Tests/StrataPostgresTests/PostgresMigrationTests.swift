@@ -160,4 +160,38 @@ struct PostgresMigrationTests {
         }
         #expect(read?.code == .modelMismatch, "\(String(describing: read))")
     }
+
+    @Test("a preview runs the migration in a transaction it rolls back: the stages, their changes and SQL statements with bound values; what the migration would refuse is found now; nothing is written")
+    func preview() async throws {
+        let store = BothStoresTestStore(.postgres)
+        try await Both.seed(store, volumes: Both.volumes + [("A", 40, nil, "S2")])
+        let before = try store.fingerprint()
+        let model = try Self.v2()
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        let preview = try coordinator.migrationPreview(ofType: store.type)
+        #expect(preview.fromVersion == "version 1" && preview.toVersion == "version 2" && preview.stages.count == 1)
+        let statements = preview.stages.first?.statements ?? []
+        #expect(statements.contains { $0.contains("ADD COLUMN \"edition\" smallint") }, "\(statements)")
+        #expect(statements.contains { $0.contains("SET \"edition\" = $1") && $0.hasSuffix("-- $1 = 1") }, "\(statements)")
+        #expect(statements.contains { $0.contains("ALTER COLUMN \"pages\" TYPE bigint") }, "\(statements)")
+        #expect(preview.stages.first?.changes.contains("add attribute Volume.edition") == true)
+        #expect(preview.description.contains("sql: ALTER TABLE"), "\(preview)")
+        #expect(try store.fingerprint() == before)
+
+        // A new constraint the stored objects break: found by the preview, as the migration would.
+        let constrained = try Both.library(version: "3", constraints: [["title"]])
+        let error = #expect(throws: StrataError.self) {
+            _ = try PersistentStoreCoordinator(managedObjectModel: constrained).migrationPreview(ofType: store.type)
+        }
+        #expect(error?.code == .migrationFailed && error?.constraintConflicts.count == 1, "\(String(describing: error))")
+        #expect(try store.fingerprint() == before)
+
+        // After the migration, nothing to preview; an LMDB type or an empty schema are refused.
+        _ = try await store.open(model: model)
+        #expect(try coordinator.migrationPreview(ofType: store.type).stages.isEmpty)
+        #expect(throws: StrataError.self) { _ = try coordinator.migrationPreview(ofType: .lmdb) }
+        let empty = PostgresTestStore()
+        let none = #expect(throws: StrataError.self) { _ = try coordinator.migrationPreview(ofType: .postgres(empty.configuration)) }
+        #expect(none?.code == .incompatibleStore, "\(String(describing: none))")
+    }
 }

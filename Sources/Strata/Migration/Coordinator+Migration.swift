@@ -61,6 +61,38 @@ extension PersistentStoreCoordinator {
     }
 }
 
+extension PersistentStoreCoordinator {
+    /// What adding the server store of `type` (``PersistentStore/StoreType/postgres(_:)``)
+    /// with this coordinator's model and `options` would do to migrate it: the stages and
+    /// their changes, as for an LMDB store, and the SQL statements each stage runs
+    /// (``MigrationPreview/Stage/statements``, with their bound values). A store of this
+    /// model gives a preview with no stages.
+    ///
+    /// The preview runs the migration in a transaction it rolls back: it writes nothing,
+    /// and what the migration would refuse (a value that does not convert, stored objects
+    /// breaking a new constraint) is found now, as the same error. It takes the locks the
+    /// migration takes, for as long as the migration would run; other instances' writes
+    /// to the tables it alters wait meanwhile. It runs on the calling thread.
+    ///
+    /// - Throws: ``StrataError/incompatibleStore(store:reason:)`` for an LMDB store type
+    ///   (preview it by its directory, ``migrationPreview(forStoreAt:options:)``) or a
+    ///   schema that holds no store; ``StrataError/migrationFailed(store:reason:conflicts:)``;
+    ///   ``StrataError/unsupportedByStore(store:feature:)`` for a plan with custom stages;
+    ///   ``StrataError/unknownConfiguration(_:)``; ``StrataError/database(store:failure:)``.
+    public nonisolated func migrationPreview(
+        ofType type: PersistentStore.StoreType, configuration: String? = nil, options: PersistentStore.Options = .init()
+    ) throws(StrataError) -> MigrationPreview {
+        guard let opener = type.server else {
+            throw .incompatibleStore(
+                store: type.rawValue, reason: "an LMDB store is previewed by its directory: migrationPreview(forStoreAt:options:)")
+        }
+        let entityNames = try managedObjectModel.entityNames(inConfiguration: configuration)
+        let driver = try opener.makeDriver(logger: logger, settings: [(SQLLayout.guardSetting, managedObjectModel.versionHash)])
+        defer { driver.close() }
+        return try SQLStore.migrationPreview(driver: driver, model: managedObjectModel, options: MigrationSettings(options), entityNames: entityNames)
+    }
+}
+
 extension ManagedObjectModel {
     /// The model as a store records it (JSON): entities, stored attributes with their
     /// types, optionality, defaults and indexes, relationships, uniqueness constraints,

@@ -1,8 +1,9 @@
 import Foundation
 
 /// What opening a store will do to migrate it, worked out without writing anything:
-/// ``PersistentStoreCoordinator/migrationPreview(forStoreAt:options:)``, and
-/// `strata migrate PATH --dry-run`.
+/// ``PersistentStoreCoordinator/migrationPreview(forStoreAt:options:)`` (an LMDB store),
+/// ``PersistentStoreCoordinator/migrationPreview(ofType:configuration:options:)`` (a server
+/// store: its SQL statements too), and `strata migrate PATH --dry-run`.
 ///
 /// Its ``description`` is the plan as `strata migrate --dry-run` prints it:
 ///
@@ -29,8 +30,11 @@ public struct MigrationPreview: Sendable, Hashable, CustomStringConvertible {
         public let rebuiltConstraints: [String]
         /// The to-many links built or copied, as `Entity.relationship (how)`.
         public let builtLinks: [String]
-        /// The LMDB databases dropped.
+        /// The LMDB databases dropped (none on a server store).
         public let droppedDatabases: [String]
+        /// The SQL statements the stage runs on a server store, in order, with their bound
+        /// values (none on an LMDB store).
+        public var statements: [String] = []
     }
 
     /// The store (its directory).
@@ -58,6 +62,7 @@ public struct MigrationPreview: Sendable, Hashable, CustomStringConvertible {
             lines += stage.rebuiltConstraints.map { "  build unique index \($0)" }
             lines += stage.builtLinks.map { "  build links \($0)" }
             lines += stage.droppedDatabases.map { "  drop database \($0)" }
+            lines += stage.statements.map { "  sql: \($0)" }
         }
         return lines.joined(separator: "\n")
     }

@@ -39,11 +39,12 @@ struct SQLMigration {
     /// Where the database is, for errors.
     let location: String
 
-    /// Runs every stage on `connection`, inside the caller's transaction.
+    /// Runs every stage on `connection`, inside the caller's transaction, calling
+    /// `stageStarts` with each stage's index before it runs.
     ///
     /// - Throws: ``StrataError/migrationFailed(store:reason:conflicts:)``;
     ///   ``StrataError/database(store:failure:)`` when the connection is lost.
-    func run(on connection: any SQLConnection) throws(StrataError) {
+    func run(on connection: any SQLConnection, stageStarts: (Int) -> Void = { _ in }) throws(StrataError) {
         defer { migration.progress?.finish() }
         var rows = 0
         do {
@@ -57,6 +58,7 @@ struct SQLMigration {
                 _ = try connection.execute(SQLLayout.guardFunctionStatement(schema: SQLName.quoted(schemaName), hash: target.versionHash), [])
             }
             for (index, step) in migration.steps.enumerated() {
+                stageStarts(index)
                 var stage = try Stage(
                     step: step, number: index + 1, isLast: index == migration.steps.count - 1, migration: self, connection: connection)
                 try stage.run { entity, done, total in
@@ -465,5 +467,119 @@ private struct Stage {
             start = end
         }
         if !conflicts.isEmpty { throw MigrationFailure.brokenConstraints(conflicts) }
+    }
+}
+
+// MARK: - Preview
+
+extension SQLStore {
+    /// What opening the store in `driver`'s schema with `model` would do to migrate it:
+    /// the migration run in a transaction that is rolled back, its statements recorded
+    /// stage by stage (``MigrationPreview/Stage/statements``). What the migration would
+    /// refuse — a value that does not convert, objects breaking a new constraint, a plan
+    /// that does not fit — is found now, as the same error. It takes the locks the
+    /// migration takes (and its time), and writes nothing.
+    ///
+    /// - Throws: ``StrataError/incompatibleStore(store:reason:)`` when the schema holds no
+    ///   store; ``StrataError/migrationFailed(store:reason:conflicts:)``;
+    ///   ``StrataError/unsupportedByStore(store:feature:)`` for custom stages;
+    ///   ``StrataError/database(store:failure:)``.
+    static func migrationPreview(
+        driver: any SQLDriver, model: ManagedObjectModel, options settings: MigrationSettings, entityNames: Set<String>
+    ) throws(StrataError) -> MigrationPreview {
+        let location = driver.location, schemaName = driver.schema
+        let quotedSchema = SQLName.quoted(schemaName)
+        return try run(location) {
+            try driver.withConnection { connection in
+                _ = try connection.execute("BEGIN", [])
+                defer { _ = try? connection.execute("ROLLBACK", []) }
+                let table = quotedSchema + "." + SQLName.quoted(SQLLayout.metadataTable)
+                guard case .text? = try connection.execute("SELECT to_regclass($1)::text", [.text(table)]).rows.first?.first else {
+                    throw StrataError.incompatibleStore(store: location, reason: "it holds no Strata store")
+                }
+                _ = try connection.execute("SELECT pg_advisory_xact_lock(hashtext($1))", [.text("strata:" + quotedSchema)])
+                var values: [String: String] = [:]
+                for row in try connection.execute("SELECT key, value FROM \(table)", []).rows {
+                    if case .text(let key) = row[0], case .text(let value) = row[1] { values[key] = value }
+                }
+                guard !values.isEmpty else { throw StrataError.incompatibleStore(store: location, reason: "it holds no Strata store") }
+                var settings = settings
+                settings.migratesAutomatically = true
+                settings.progress = nil
+                let (existing, _) = try metadata(from: values, model: model, settings: settings, location: location)
+                let migration: StoreMigration
+                if existing.modelVersionHash != model.versionHash {
+                    if settings.plan?.stages.contains(where: \.isCustom) == true {
+                        throw StrataError.unsupportedByStore(
+                            store: location, feature: "a migration plan with custom stages (their code runs on a copy of an LMDB store)")
+                    }
+                    migration = try StoreMigration(existing: existing, model: model, settings: settings, path: location)
+                } else if let refresh = try StoreMigration.refreshing(existing: existing, model: model, settings: settings, path: location) {
+                    migration = refresh
+                } else {
+                    return MigrationPreview(store: location, fromVersion: MigrationPlan.name(model), toVersion: MigrationPlan.name(model), stages: [])
+                }
+                // Rows by entity before the migration, for what each stage rewrites.
+                var counts: [String: Int] = [:]
+                for name in existing.schema.entities.keys.sorted() {
+                    let qualified = quotedSchema + "." + SQLName.quoted(name)
+                    guard case .text? = try connection.execute("SELECT to_regclass($1)::text", [.text(qualified)]).rows.first?.first else { continue }
+                    counts[name] = Int(try connection.execute("SELECT count(*) FROM \(qualified)", []).rows.first?.first?.integer ?? 0)
+                }
+                let recorder = RecordingConnection(connection)
+                try SQLMigration(migration: migration, identifier: existing.identifier, schemaName: schemaName, entityNames: entityNames, location: location)
+                    .run(on: recorder) { recorder.stage = $0 }
+                let planned = migration.preview(rowCounts: counts)
+                let stages = planned.stages.enumerated().map { index, stage in
+                    var stage = MigrationPreview.Stage(
+                        name: stage.name, changes: stage.changes, rewrittenRows: stage.rewrittenRows, rebuiltIndexes: stage.rebuiltIndexes,
+                        rebuiltConstraints: stage.rebuiltConstraints, builtLinks: stage.builtLinks, droppedDatabases: [])
+                    stage.statements = recorder.statements[index] ?? []
+                    return stage
+                }
+                return MigrationPreview(store: location, fromVersion: planned.fromVersion, toVersion: planned.toVersion, stages: stages)
+            }
+        }
+    }
+}
+
+/// A connection that runs every statement on another and records those that change
+/// something (not reads, not session settings), by stage, with their bound values: what a
+/// migration preview shows.
+private final class RecordingConnection: SQLConnection {
+    private let base: any SQLConnection
+    /// The stage the statements belong to.
+    var stage = 0
+    /// The statements recorded, by stage.
+    private(set) var statements: [Int: [String]] = [:]
+
+    init(_ base: any SQLConnection) {
+        self.base = base
+    }
+
+    func execute(_ sql: String, _ binds: [SQLValue]) throws -> SQLResult {
+        if !sql.hasPrefix("SELECT"), !sql.hasPrefix("SET ") {
+            let values = binds.enumerated().map { "$\($0.offset + 1) = \(Self.text($0.element))" }
+            statements[stage, default: []].append(sql + (values.isEmpty ? "" : " -- " + values.joined(separator: ", ")))
+        }
+        return try base.execute(sql, binds)
+    }
+
+    /// A bound value as a preview shows it.
+    private static func text(_ value: SQLValue) -> String {
+        switch value {
+        case .null: "NULL"
+        case .bool(let b): "\(b)"
+        case .int16(let n): "\(n)"
+        case .int32(let n): "\(n)"
+        case .int64(let n): "\(n)"
+        case .float(let f): "\(f)"
+        case .double(let d): "\(d)"
+        case .text(let s): "'\(s)'"
+        case .bytes(let bytes): "\(bytes.count) bytes"
+        case .timestamp(let date): "\(date)"
+        case .uuid(let uuid): uuid.uuidString
+        case .numeric(let text): text
+        }
     }
 }

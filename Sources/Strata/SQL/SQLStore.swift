@@ -154,49 +154,9 @@ final class SQLStore: Sendable {
                 try record(model, schema: schema)
                 return Opened(identifier: identifier, schema: schema, entities: entities, layout: layout, migration: nil)
             }
-            guard let format = values[MetadataKey.format].flatMap(Int.init),
-                  let identifier = values[MetadataKey.identifier].flatMap(UUID.init(uuidString:)),
-                  let hash = values[MetadataKey.modelHash]
-            else {
-                throw StrataError.incompatibleStore(store: location, reason: "its strata_metadata table is not a Strata store's: \(values.keys.sorted())")
-            }
-            guard format <= formatVersion else {
-                throw StrataError.incompatibleStore(store: location, reason: "it was written in format \(format), newer than this version of Strata's \(formatVersion)")
-            }
-            var storedModel: StoredModel?
-            if let text = values[MetadataKey.model] {
-                do throws(MetadataDecodingError) {
-                    storedModel = try StoredModel(decoding: Array(text.utf8))
-                } catch {
-                    throw StrataError.incompatibleStore(store: location, reason: "the model it recorded cannot be read: \(error.reason)")
-                }
-            }
-            var schema: StoreSchema
-            if let text = values[MetadataKey.schema] {
-                guard let bytes = Data(base64Encoded: text) else {
-                    throw StrataError.incompatibleStore(store: location, reason: "the schema it recorded is not base64")
-                }
-                let decoded = bytes.withUnsafeBytes { raw in
-                    Result { () throws(MetadataDecodingError) -> StoreSchema in try StoreSchema(decoding: raw) }
-                }
-                switch decoded {
-                case .success(let recorded): schema = recorded
-                case .failure(let error):
-                    throw StrataError.incompatibleStore(store: location, reason: "the schema it recorded cannot be read: \(error.reason)")
-                }
-            } else {
-                // A store written before stores recorded their numbers: they were assigned
-                // from the model it was created with, deterministically.
-                let created = hash == model.versionHash ? model : try storedModel.map { stored throws(StrataError) in
-                    do throws(MetadataDecodingError) { return try stored.makeModel() } catch {
-                        throw StrataError.incompatibleStore(store: location, reason: "the model it recorded cannot be read: \(error.reason)")
-                    }
-                }
-                let planned = settings.plan?.stages.first { $0.source.versionHash == hash }?.source
-                schema = StoreSchema(assigningNumbersFor: created ?? planned ?? model)
-            }
-            let existing = StoreMetadata(
-                identifier: identifier, formatVersion: format, modelVersionHash: hash, createdAt: Date(), schema: schema, storedModel: storedModel)
+            let (existing, recordsAll) = try Self.metadata(from: values, model: model, settings: settings, location: location)
+            let identifier = existing.identifier, hash = existing.modelVersionHash, storedModel = existing.storedModel
+            var schema = existing.schema
 
             var migrated: (from: String, to: String, stages: [String])?
             var migrator: StoreMigration?
@@ -208,7 +168,7 @@ final class SQLStore: Sendable {
                 }
                 migrator = try StoreMigration(existing: existing, model: model, settings: settings, path: location)
             } else if hash == model.versionHash {
-                if storedModel == nil || values[MetadataKey.schema] == nil {
+                if !recordsAll {
                     try record(model, schema: schema)   // a store written before stores recorded both
                 } else if settings.migratesAutomatically {
                     migrator = try StoreMigration.refreshing(existing: existing, model: model, settings: settings, path: location)
@@ -236,6 +196,61 @@ final class SQLStore: Sendable {
             try installGuard(layout: layout, hash: model.versionHash, schemaName: schemaName, on: connection)
             return Opened(identifier: identifier, schema: schema, entities: entities, layout: layout, migration: migrated)
         }
+    }
+
+    /// The store `values` (the rows of `strata_metadata`) describe, read for opening it with
+    /// `model`; and whether it recorded both its model and its numbers (stores written before
+    /// they did get them at their next open).
+    ///
+    /// - Throws: ``StrataError/incompatibleStore(store:reason:)`` for metadata that is not a
+    ///   Strata store's, of a newer format, or damaged.
+    static func metadata(
+        from values: [String: String], model: ManagedObjectModel, settings: MigrationSettings, location: String
+    ) throws(StrataError) -> (metadata: StoreMetadata, recordsAll: Bool) {
+        guard let format = values[MetadataKey.format].flatMap(Int.init),
+              let identifier = values[MetadataKey.identifier].flatMap(UUID.init(uuidString:)),
+              let hash = values[MetadataKey.modelHash]
+        else {
+            throw StrataError.incompatibleStore(store: location, reason: "its strata_metadata table is not a Strata store's: \(values.keys.sorted())")
+        }
+        guard format <= formatVersion else {
+            throw StrataError.incompatibleStore(store: location, reason: "it was written in format \(format), newer than this version of Strata's \(formatVersion)")
+        }
+        var storedModel: StoredModel?
+        if let text = values[MetadataKey.model] {
+            do throws(MetadataDecodingError) {
+                storedModel = try StoredModel(decoding: Array(text.utf8))
+            } catch {
+                throw StrataError.incompatibleStore(store: location, reason: "the model it recorded cannot be read: \(error.reason)")
+            }
+        }
+        let schema: StoreSchema
+        if let text = values[MetadataKey.schema] {
+            guard let bytes = Data(base64Encoded: text) else {
+                throw StrataError.incompatibleStore(store: location, reason: "the schema it recorded is not base64")
+            }
+            let decoded = bytes.withUnsafeBytes { raw in
+                Result { () throws(MetadataDecodingError) -> StoreSchema in try StoreSchema(decoding: raw) }
+            }
+            switch decoded {
+            case .success(let recorded): schema = recorded
+            case .failure(let error):
+                throw StrataError.incompatibleStore(store: location, reason: "the schema it recorded cannot be read: \(error.reason)")
+            }
+        } else {
+            // A store written before stores recorded their numbers: they were assigned
+            // from the model it was created with, deterministically.
+            let created = hash == model.versionHash ? model : try storedModel.map { stored throws(StrataError) in
+                do throws(MetadataDecodingError) { return try stored.makeModel() } catch {
+                    throw StrataError.incompatibleStore(store: location, reason: "the model it recorded cannot be read: \(error.reason)")
+                }
+            }
+            let planned = settings.plan?.stages.first { $0.source.versionHash == hash }?.source
+            schema = StoreSchema(assigningNumbersFor: created ?? planned ?? model)
+        }
+        let existing = StoreMetadata(
+            identifier: identifier, formatVersion: format, modelVersionHash: hash, createdAt: Date(), schema: schema, storedModel: storedModel)
+        return (existing, storedModel != nil && values[MetadataKey.schema] != nil)
     }
 
     /// Makes sure the model guard holds `hash` and every table has its trigger (a store
