@@ -175,4 +175,31 @@ struct PostgresFetchTests {
         request.predicate = try FetchPredicate(format: "NOT (body == 'x')")
         #expect(try coordinator.explain(request).contains("(NOT COALESCE(\"body\" COLLATE \"C\" = $1, FALSE))"))
     }
+
+    @Test("a predicate the evaluator refuses while testing rows in memory fails with its FetchPredicateError on both stores, not as a database failure",
+          arguments: StoreKind.allCases)
+    func evaluatorErrors(kind: StoreKind) async throws {
+        let store = BothStoresTestStore(kind)
+        let coordinator = try await store.instance()
+        try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+            let note = PGNote(), tag = PGTag()
+            try context.insert(note)
+            try context.insert(tag)
+            note.title = "n"
+            tag.label = "swift"
+            note.tags = [tag]
+            try context.save()
+        }
+        let error = await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context -> (any Error)? in
+            var request = FetchRequest<PGNote>()
+            request.predicate = try? FetchPredicate(format: "tags.@sum.label > 1")
+            do {
+                _ = try context.fetch(request)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        #expect(error is FetchPredicateError, "\(String(describing: error))")
+    }
 }

@@ -81,7 +81,7 @@ extension SQLStore {
     /// - Throws: ``StrataError`` for a row that does not decode or a server failure;
     ///   ``FetchPredicateError`` for what the evaluator refuses.
     func fetch(_ request: FetchRequest<some Any>, in pinned: SQLSnapshot? = nil) throws -> FetchRows {
-        try withConnection(in: pinned) { connection throws -> FetchRows in try fetch(request, on: connection) }
+        try withConnectionPassingErrors(in: pinned) { connection throws -> FetchRows in try fetch(request, on: connection) }
     }
 
     /// ``fetch(_:in:)`` on `connection` (in its transaction, if it is in one).

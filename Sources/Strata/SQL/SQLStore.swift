@@ -451,6 +451,20 @@ final class SQLStore: Sendable {
         }
     }
 
+    /// ``withConnectionPassingErrors(_:)`` on `pinned`'s connection when there is one: a
+    /// fetch's in-memory test fails with the evaluator's own error, as on LMDB.
+    func withConnectionPassingErrors<R>(in pinned: SQLSnapshot?, _ body: (any SQLConnection) throws -> R) throws -> R {
+        guard let pinned else { return try withConnectionPassingErrors(body) }
+        if closed.withLock({ $0 }) { throw StrataError.coordinatorClosed }
+        do {
+            return try pinned.run(body)
+        } catch let error as StrataError {
+            throw mismatch(error)
+        } catch let failure as DatabaseFailure {
+            throw mismatch(.database(store: location, failure: failure))
+        }
+    }
+
     /// `error`, or ``StrataError/modelMismatch(store:storeHash:modelHash:changes:)`` when it
     /// says the store holds another model than this instance's: the model guard refused a
     /// write, or a statement named a table or column the store no longer has and the
