@@ -439,4 +439,32 @@ struct BothStoresMigrationTests {
         }
         #expect(entities == ["Book", "Movie"])
     }
+
+    @Test("persistent history written before a migration reads after it under the new names: a renamed entity's changes name it, and their IDs find the objects",
+          arguments: StoreKind.allCases)
+    func historyAcrossMigration(kind: StoreKind) async throws {
+        let store = BothStoresTestStore(kind)
+        var options = Self.options()
+        options.tracksPersistentHistory = true
+        do {
+            let (coordinator, added) = try await store.open(model: try Self.library(), options: options)
+            try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+                let volume = ManagedObject(entity: try #require(coordinator.managedObjectModel.entitiesByName["Volume"]))
+                try context.insert(volume)
+                try volume.setValue("A", forKey: "title")
+                try context.save()
+            }
+            try await coordinator.remove(added)
+        }
+        let v2 = try Self.library(version: "2", volumeName: "Tome", volumeRenaming: "Volume",
+                                  books: RelationshipDescription(name: "books", destinationEntityName: "Tome", inverseName: "location", isToMany: true))
+        let (coordinator, _) = try await store.open(model: v2, options: options)
+        let history = try coordinator.execute(.fetchHistory(after: nil)).transactions
+        let inserted = history.flatMap(\.changes).filter { $0.changeType == .insert }.map(\.changedObjectID)
+        #expect(inserted.map(\.entityName) == ["Tome"], "\(inserted)")
+        let title = try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { context in
+            try inserted.first.map { try context.existingObject(with: $0).value(forKey: "title") as? String }
+        }
+        #expect(title == "A")
+    }
 }
