@@ -111,6 +111,12 @@ extension PersistentStore.StoreType {
 struct PostgresStoreOpener: SQLStoreOpener {
     let configuration: PostgresStoreConfiguration
 
+    func inSchema(_ schema: String) -> any SQLStoreOpener {
+        var configuration = configuration
+        configuration.schema = schema
+        return PostgresStoreOpener(configuration: configuration)
+    }
+
     var location: String { configuration.location }
 
     var identity: String {

@@ -127,6 +127,8 @@ public actor PersistentStoreCoordinator {
             var staged = false
             if type == .lmdb, let url, options.migrationPlan?.stages.contains(where: \.isCustom) == true {
                 staged = try await StagedMigration.runIfNeeded(at: url, model: managedObjectModel, options: options)
+            } else if type.server != nil, options.migrationPlan?.stages.contains(where: \.isCustom) == true {
+                staged = try await SQLStagedMigration.runIfNeeded(type: type, model: managedObjectModel, options: options, logger: logger)
             }
             let store = try addPersistentStoreSynchronously(type: type, configuration: configuration, at: url, options: options)
             if let span, staged || store.migration != nil {

@@ -14,6 +14,9 @@ package protocol SQLStoreOpener: Sendable {
     ///
     /// - Throws: ``StrataError/database(store:failure:)`` when the server cannot be reached.
     func makeDriver(logger: Logger, settings: [(name: String, value: String)]) throws(StrataError) -> any SQLDriver
+    /// The same server and database, with the store in schema `schema` (a migration with
+    /// custom stages works on copies of the store in schemas of their own).
+    func inSchema(_ schema: String) -> any SQLStoreOpener
 }
 
 /// What a database server driver gives Strata's SQL store (``SQLStore``): connections

@@ -302,6 +302,17 @@ private struct Stage {
         let targetColumns = Dictionary(pair.target.columns.map { ($0.field, $0) }) { first, _ in first }
         let sourceFields = Set(pair.source.columns.map(\.field))
         var drops: [String] = []
+        // Columns the source model no longer describes (a custom stage's inferred part drops
+        // from the stored model what its code takes over) go first: a new column may take
+        // the name.
+        let described = Set([SQLLayout.keyColumn, SQLLayout.versionColumn] + pair.source.columns.flatMap(\.sqlNames))
+        let physical = try execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2",
+            [.text(migration.schemaName), .text(pair.target.tableName)]
+        ).rows.compactMap { row -> String? in if case .text(let name) = row[0] { name } else { nil } }
+        for name in physical where !described.contains(name) {
+            try execute("ALTER TABLE \(table) DROP COLUMN IF EXISTS \(quoted(name))")
+        }
         var renames: [(from: String, to: String)] = []
         var conversions: [(column: SQLColumn, from: AttributeType, checked: AttributeType.Kind?)] = []
         for old in pair.source.columns {
@@ -511,7 +522,7 @@ extension SQLStore {
                 if existing.modelVersionHash != model.versionHash {
                     if settings.plan?.stages.contains(where: \.isCustom) == true {
                         throw StrataError.unsupportedByStore(
-                            store: location, feature: "a migration plan with custom stages (their code runs on a copy of an LMDB store)")
+                            store: location, feature: "a preview of a plan with custom stages (their code runs through contexts, on copies of the store's tables)")
                     }
                     migration = try StoreMigration(existing: existing, model: model, settings: settings, path: location)
                 } else if let refresh = try StoreMigration.refreshing(existing: existing, model: model, settings: settings, path: location) {

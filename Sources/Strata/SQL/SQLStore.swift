@@ -130,16 +130,7 @@ final class SQLStore: Sendable {
             }
             /// Records `model` (its hash, version, description and `schema`) as the store's.
             func record(_ model: ManagedObjectModel, schema: StoreSchema) throws {
-                let entries: [(String, String)] = [
-                    (MetadataKey.modelHash, model.versionHash), (MetadataKey.modelVersion, model.versionIdentifier ?? ""),
-                    (MetadataKey.schema, Data(schema.encoded()).base64EncodedString()),
-                    (MetadataKey.model, String(decoding: StoredModel(model).encoded(), as: UTF8.self)),
-                ]
-                for (key, value) in entries {
-                    _ = try connection.execute(
-                        "INSERT INTO \(metadata) (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-                        [.text(key), .text(value)])
-                }
+                try Self.record(model, schema: schema, in: metadata, on: connection)
             }
 
             if values.isEmpty {
@@ -161,11 +152,8 @@ final class SQLStore: Sendable {
             var migrated: (from: String, to: String, stages: [String])?
             var migrator: StoreMigration?
             if hash != model.versionHash && settings.migratesAutomatically {
-                if settings.plan?.stages.contains(where: \.isCustom) == true {
-                    throw StrataError.unsupportedByStore(
-                        store: location, feature: "a migration plan with custom stages (their code runs on a copy of an LMDB store); "
-                            + "lightweight stages, declared or inferred, migrate a PostgreSQL store")
-                }
+                // Custom stages ran before (SQLStagedMigration, from the asynchronous
+                // addPersistentStore); one still ahead is refused by the planning.
                 migrator = try StoreMigration(existing: existing, model: model, settings: settings, path: location)
             } else if hash == model.versionHash {
                 if !recordsAll {
@@ -195,6 +183,21 @@ final class SQLStore: Sendable {
             try checkTables(layout: layout, on: connection, location: location)
             try installGuard(layout: layout, hash: model.versionHash, schemaName: schemaName, on: connection)
             return Opened(identifier: identifier, schema: schema, entities: entities, layout: layout, migration: migrated)
+        }
+    }
+
+    /// Records `model` (its hash, version, description and `schema`) in the metadata table
+    /// `metadata` (qualified, quoted).
+    static func record(_ model: ManagedObjectModel, schema: StoreSchema, in metadata: String, on connection: any SQLConnection) throws {
+        let entries: [(String, String)] = [
+            (MetadataKey.modelHash, model.versionHash), (MetadataKey.modelVersion, model.versionIdentifier ?? ""),
+            (MetadataKey.schema, Data(schema.encoded()).base64EncodedString()),
+            (MetadataKey.model, String(decoding: StoredModel(model).encoded(), as: UTF8.self)),
+        ]
+        for (key, value) in entries {
+            _ = try connection.execute(
+                "INSERT INTO \(metadata) (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                [.text(key), .text(value)])
         }
     }
 
