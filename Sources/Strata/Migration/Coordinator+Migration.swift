@@ -62,7 +62,7 @@ extension PersistentStoreCoordinator {
 }
 
 extension PersistentStoreCoordinator {
-    /// What adding the server store of `type` (``PersistentStore/StoreType/postgres(_:)``)
+    /// What adding the server store of `type` (`.postgres(configuration)`, from StrataPostgres)
     /// with this coordinator's model and `options` would do to migrate it: the stages and
     /// their changes, as for an LMDB store, and the SQL statements each stage runs
     /// (``MigrationPreview/Stage/statements``, with their bound values). A store of this
