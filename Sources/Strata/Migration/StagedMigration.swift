@@ -42,18 +42,7 @@ enum StagedMigration {
         else { return false }
         let path = url.path
         let existing = try metadata(at: url, options: options)
-        guard let existing, existing.modelVersionHash != model.versionHash else { return false }
-        if let problem = plan.problem { throw .migrationFailed(store: path, reason: problem) }
-        guard let start = plan.stages.firstIndex(where: { $0.source.versionHash == existing.modelVersionHash }),
-              plan.stages[start...].contains(where: \.isCustom)
-        else { return false }   // lightweight from here: one transaction at open
-        let stages = Array(plan.stages[start...])
-        if let last = stages.last, last.destination.versionHash != model.versionHash {
-            throw .migrationFailed(
-                store: path,
-                reason: "the migration plan ends at \(MigrationPlan.name(last.destination)), not at the model the store is opened with "
-                    + "(\(MigrationPlan.name(model)))")
-        }
+        guard let existing, let (start, stages) = try stagesToRun(plan, from: existing.modelVersionHash, to: model, store: path) else { return false }
 
         defer { options.migrationProgress?.finish() }
         let lock = try exclusiveLock(of: url)
@@ -216,22 +205,60 @@ enum StagedMigration {
                     source: ManagedObjectContext(.privateQueue, coordinator: source, name: "migration source"),
                     destination: ManagedObjectContext(.privateQueue, coordinator: destination, name: "migration destination"))
                 if let didMigrate { try await didMigrate(contexts) }
-                let missing = try await ManagedObjectContext(.privateQueue, coordinator: destination, name: "migration check").perform { context in
-                    var missing: [String] = []
-                    for fill in fills where to.entitiesByName[fill.entity]?.isAbstract == false {
-                        var request = FetchRequest<ManagedObject>(entityName: fill.entity)
-                        request.predicate = try FetchPredicate(format: "%K == nil", fill.attribute)
-                        request.includesSubentities = false
-                        let count = try context.count(for: request)
-                        if count > 0 { missing.append("\(count) \(fill.entity) object(s) hold no \(fill.attribute)") }
-                    }
-                    return missing
-                }
-                if !missing.isEmpty {
-                    throw StrataError.migrationFailed(
-                        store: store, reason: "\(name) left required attributes without a value: " + missing.joined(separator: "; "))
-                }
+                try await checkFilled(fills, of: to, in: destination, store: store, stage: name)
             }
+        }
+    }
+
+    /// The stages of `plan` a staged migration runs for a store holding the model of
+    /// `storeHash` to reach `model`: from the stage that begins there, when one of them is
+    /// custom; nil when the store holds `model` already, or only lightweight stages are
+    /// left (they run in one transaction when the store opens). Shared by the LMDB and the
+    /// server staged migrations.
+    ///
+    /// - Throws: ``StrataError/migrationFailed(store:reason:conflicts:)`` for a plan with a
+    ///   gap, or one that does not end at `model`.
+    static func stagesToRun(
+        _ plan: MigrationPlan, from storeHash: String, to model: ManagedObjectModel, store: String
+    ) throws(StrataError) -> (start: Int, stages: [MigrationStage])? {
+        guard storeHash != model.versionHash else { return nil }
+        if let problem = plan.problem { throw .migrationFailed(store: store, reason: problem) }
+        guard let start = plan.stages.firstIndex(where: { $0.source.versionHash == storeHash }),
+              plan.stages[start...].contains(where: \.isCustom)
+        else { return nil }   // lightweight from here: one transaction at open
+        let stages = Array(plan.stages[start...])
+        if let last = stages.last, last.destination.versionHash != model.versionHash {
+            throw .migrationFailed(
+                store: store,
+                reason: "the migration plan ends at \(MigrationPlan.name(last.destination)), not at the model the store is opened with "
+                    + "(\(MigrationPlan.name(model)))")
+        }
+        return (start, stages)
+    }
+
+    /// Checks, after a custom stage's code ran, that every object of `model` (the stage's
+    /// destination) holds a value for each required attribute in `fills` (those the stage's
+    /// inferred part could not fill), through a context of `destination`.
+    ///
+    /// - Throws: ``StrataError/migrationFailed(store:reason:conflicts:)`` counting the objects
+    ///   left without one.
+    static func checkFilled(
+        _ fills: [(entity: String, attribute: String)], of model: ManagedObjectModel, in destination: PersistentStoreCoordinator,
+        store: String, stage name: String
+    ) async throws {
+        let missing = try await ManagedObjectContext(.privateQueue, coordinator: destination, name: "migration check").perform { context in
+            var missing: [String] = []
+            for fill in fills where model.entitiesByName[fill.entity]?.isAbstract == false {
+                var request = FetchRequest<ManagedObject>(entityName: fill.entity)
+                request.predicate = try FetchPredicate(format: "%K == nil", fill.attribute)
+                request.includesSubentities = false
+                let count = try context.count(for: request)
+                if count > 0 { missing.append("\(count) \(fill.entity) object(s) hold no \(fill.attribute)") }
+            }
+            return missing
+        }
+        if !missing.isEmpty {
+            throw StrataError.migrationFailed(store: store, reason: "\(name) left required attributes without a value: " + missing.joined(separator: "; "))
         }
     }
 

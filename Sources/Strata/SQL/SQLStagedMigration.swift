@@ -59,18 +59,9 @@ enum SQLStagedMigration {
                 return try SQLStore.metadata(from: values, model: model, settings: MigrationSettings(options), location: location).metadata
             } ?? StoreMetadata(identifier: UUID(), formatVersion: 0, modelVersionHash: model.versionHash, createdAt: Date(), schema: StoreSchema(entities: [:]))
         }
-        guard existing.modelVersionHash != model.versionHash else { return false }   // a new store, or one of this model
-        if let problem = plan.problem { throw .migrationFailed(store: location, reason: problem) }
-        guard let start = plan.stages.firstIndex(where: { $0.source.versionHash == existing.modelVersionHash }),
-              plan.stages[start...].contains(where: \.isCustom)
-        else { return false }   // lightweight from here: one transaction at open
-        let stages = Array(plan.stages[start...])
-        if let last = stages.last, last.destination.versionHash != model.versionHash {
-            throw .migrationFailed(
-                store: location,
-                reason: "the migration plan ends at \(MigrationPlan.name(last.destination)), not at the model the store is opened with "
-                    + "(\(MigrationPlan.name(model)))")
-        }
+        // A new store (given this model's hash above), one of this model, or lightweight stages only: nothing here.
+        guard let (start, stages) = try StagedMigration.stagesToRun(plan, from: existing.modelVersionHash, to: model, store: location)
+        else { return false }
         defer { options.migrationProgress?.finish() }
 
         // The work schemas: names of their own, from the store's UUID.
@@ -245,21 +236,7 @@ enum SQLStagedMigration {
                     source: ManagedObjectContext(.privateQueue, coordinator: source, name: "migration source"),
                     destination: ManagedObjectContext(.privateQueue, coordinator: destination, name: "migration destination"))
                 if let didMigrate { try await didMigrate(contexts) }
-                let missing = try await ManagedObjectContext(.privateQueue, coordinator: destination, name: "migration check").perform { context in
-                    var missing: [String] = []
-                    for fill in part.fills where to.entitiesByName[fill.entity]?.isAbstract == false {
-                        var request = FetchRequest<ManagedObject>(entityName: fill.entity)
-                        request.predicate = try FetchPredicate(format: "%K == nil", fill.attribute)
-                        request.includesSubentities = false
-                        let count = try context.count(for: request)
-                        if count > 0 { missing.append("\(count) \(fill.entity) object(s) hold no \(fill.attribute)") }
-                    }
-                    return missing
-                }
-                if !missing.isEmpty {
-                    throw StrataError.migrationFailed(
-                        store: location, reason: "\(name) left required attributes without a value: " + missing.joined(separator: "; "))
-                }
+                try await StagedMigration.checkFilled(part.fills, of: to, in: destination, store: location, stage: name)
             }
         }
         _ = try? driver.withConnection { connection in try connection.execute("DROP SCHEMA IF EXISTS \(SQLName.quoted(sourceSchema)) CASCADE", []) }
