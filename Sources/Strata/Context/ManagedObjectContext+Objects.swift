@@ -145,6 +145,11 @@ extension ManagedObjectContext {
     public func processPendingChanges() throws {
         defer { postObjectsDidChange() }
         if graph.propagatesDeletesAtEndOfEvent { try graph.propagateDeletes() }
+        if let recorder = graph.undoRecorder {
+            // The event's changes become one undo step, and its event group closes.
+            recorder.flush()
+            recorder.manager.endEvent()
+        }
     }
 
     // MARK: Saving and discarding

@@ -257,6 +257,7 @@ extension ObjectGraph {
             let object = targets[index]
             if conflicting.contains(index) { continue }   // settled below, once the other changes are in
             if isUnread(index) {
+                if let undoRecorder { undoRecorder.willTakeUnreadChange(save.updated[index], of: object) }
                 object.takeUnreadChange(save.updated[index], version: save.updated[index].baseVersion!)
                 let slot = save.updated[index].attribute(0).slot
                 objectWillChange(object, key: slot < object.entity.attributes.count ? object.entity.attributes[slot].name : "")

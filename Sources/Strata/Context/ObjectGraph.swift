@@ -122,6 +122,9 @@ final class ObjectGraph: ObjectOwner {
     /// Whether deletes propagate (delete rules) at the end of each block
     /// (``processPendingChanges()``) rather than only at save.
     var propagatesDeletesAtEndOfEvent = true
+    /// What undo records, while the context has an undo manager (nil otherwise: a change
+    /// then costs one nil check).
+    var undoRecorder: UndoRecorder?
 
     /// See ``identityKey(of:)``.
     @exclusivity(unchecked) private var lastKeyStore: (uuid: UUID, number: UInt32)?
@@ -432,6 +435,7 @@ final class ObjectGraph: ObjectOwner {
     }
 
     override func objectWillChange(_ object: ManagedObject, key: String) {
+        if let undoRecorder { undoRecorder.willChange(object, key: key) }
         unsaved.removeFailedEdit(object, key: key)
         event.record(object, in: .updated)
         // An inserted object is held and saved whole already.
@@ -477,7 +481,7 @@ final class ObjectGraph: ObjectOwner {
                 throw StrataError.invalidObjectState(object.objectID, reason: "it belongs to another context")
             }
             // Inserting a deleted object takes the deletion back.
-            if object.isDeleted { undelete(object) }
+            if object.isDeleted { takeBackDeletion(of: object) }
             return
         }
         guard object.hasTemporaryID else {
@@ -504,6 +508,7 @@ final class ObjectGraph: ObjectOwner {
         unsaved.recordInsert(object)
         register(object)
         event.record(object, in: .inserted)
+        if let undoRecorder { undoRecorder.appeared(object) }
         object.awakeFromInsert()
         // Objects it already points to (a graph built before inserting) come along.
         for slot in entity.relationships.indices {
@@ -522,11 +527,18 @@ final class ObjectGraph: ObjectOwner {
         if let store { unsaved.assign(object, to: store) }
         register(object)
         event.record(object, in: .inserted)
+        if let undoRecorder { undoRecorder.appeared(object) }
+    }
+
+    /// Registers `object`, which an undo or redo brings back.
+    func registerForUndo(_ object: ManagedObject) {
+        register(object)
     }
 
     /// Takes back the deletion of `object`: a saved object stays (no longer in
     /// ``deleted``); one inserted since the last save is inserted again.
-    private func undelete(_ object: ManagedObject) {
+    func takeBackDeletion(of object: ManagedObject) {
+        if let undoRecorder { undoRecorder.appeared(object) }
         let wasSaved = unsaved.removeDelete(object)
         object.restoreFromDeletion(reinserting: !wasSaved)
         event.unrecord(object, from: .deleted)
@@ -554,6 +566,7 @@ final class ObjectGraph: ObjectOwner {
         unsaved.removeFailedEdits(of: object)   // edits of a deleted object no longer matter
         object.prepareForDeletion()
         event.record(object, in: .deleted)
+        if let undoRecorder { undoRecorder.disappeared(object) }
         if object.isInserted {
             unsaved.removeInsert(object)
             object.enterDeleted()
@@ -740,6 +753,7 @@ final class ObjectGraph: ObjectOwner {
 
     /// Forgets every object: they leave the context, inaccessible.
     func reset() {
+        undoRecorder?.clear()
         event.discard()
         event = ChangeEvent()
         event.invalidatedAll = true
@@ -758,6 +772,7 @@ final class ObjectGraph: ObjectOwner {
     /// Puts every object back as it was at the last save or fetch: inserted objects
     /// leave, deleted ones come back, changed ones get their committed values.
     func rollback() {
+        undoRecorder?.clear()
         for object in unsaved.inserted {
             unregister(object)
             object.discardUnsaved()

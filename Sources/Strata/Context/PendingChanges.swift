@@ -136,6 +136,18 @@ struct PendingChanges {
         if !failedEdits.isEmpty { failedEdits.removeAll { $0.object === object } }
     }
 
+    /// Whether an edit of `object` failed (see ``recordFailedEdit(_:key:error:)``).
+    func hasFailedEdits(of object: ManagedObject) -> Bool {
+        !failedEdits.isEmpty && failedEdits.contains { $0.object === object }
+    }
+
+    /// `object` (saved before) is deleted by an undo or redo: written as a deletion, with
+    /// no delete rules (the undo restores its relationships itself).
+    mutating func recordDeleteWithoutRules(_ object: ManagedObject) {
+        deleted.append(object)
+        addChange(object)
+    }
+
     /// `object` leaves every set: an object inserted and deleted before any save.
     mutating func forgetUnsaved(_ object: ManagedObject) {
         removeChange(object)

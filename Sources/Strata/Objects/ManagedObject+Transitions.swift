@@ -21,6 +21,20 @@ extension ManagedObject {
         if reinserting { insertedFlag = true }
     }
 
+    /// An object whose deletion was saved comes back as a new object under its ID (an
+    /// undo of the deletion): inserted in `owner`, with the values it had, no committed
+    /// state and no row version; the next save stores its row again.
+    func reenterInsertedAfterDeletion(into owner: ObjectOwner) {
+        self.owner = owner
+        faultState = .fulfilled
+        dropCommittedCopy()
+        rowVersion = 0
+        isModified = false
+        setFlag(ObjectBits.saved, false)
+        insertedFlag = true
+        deletedFlag = false
+    }
+
     /// A new object that leaves its context unsaved (rolled back, or deleted before any
     /// save): no owner, neither inserted nor deleted; its values stay.
     func discardUnsaved() {
