@@ -90,6 +90,7 @@ public struct BenchConfig: Sendable {
         (9, "batch requests"),
         (9, "batch requests, remote-change watch"),
         (10, "live results"),
+        (11, "aggregate"),
     ]
 
     /// Whether scenario `number` runs: its part called `name`, or any of its parts when

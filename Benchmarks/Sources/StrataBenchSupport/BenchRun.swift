@@ -39,6 +39,7 @@ public final class BenchRun {
         if config.runs(9, "batch requests") { try runBatchRequests() }
         if config.runs(9, "batch requests, remote-change watch") { try runWatchCost() }
         if config.runs(10) { try runLiveResults() }
+        if config.runs(11) { try runAggregate() }
         populated = nil
     }
 

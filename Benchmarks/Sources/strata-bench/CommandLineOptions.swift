@@ -23,7 +23,7 @@ struct CommandLineOptions {
           --rounds N            measured rounds per timing, after one warm-up (default 5; quick 3)
           --markdown-out FILE   also write the table to FILE
           --import-sizes N,...  scenario 1 sizes (default 100000,1000000; quick 10000,50000)
-          --store-size N        objects in the store scenarios 2, 3, 5, 6 read (default 1000000; quick 20000)
+          --store-size N        objects in the store scenarios 2, 3, 5, 6, 11 read (default 1000000; quick 20000)
           --queries N           queries per round, scenarios 3 and 6 (default 20; quick 10)
           --batch-size N        fetchBatchSize, scenario 2 (default 1000)
           --contexts N,...      scenario 4 concurrent contexts (default 1,2,4,8)

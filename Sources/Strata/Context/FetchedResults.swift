@@ -128,7 +128,7 @@ extension ObjectGraph {
         var request = request
         request.resultType = .managedObject
         let pending = request.includesPendingChanges && hasPendingObjects(of: request)
-        let sources = try upstreamSourceCount(for: request.entityName, includesSubentities: request.includesSubentities)
+        let sources = try upstreamSourceCount(for: request)
         if !pending && sources <= 1 {
             var idRequest = request
             idRequest.resultType = .managedObjectID

@@ -12,6 +12,9 @@ struct FaultBatching {
     /// fetch has the values of one moment (one LMDB snapshot). A refresh, a merge or the
     /// staleness interval drops a kept row.
     var fetchedRows: [ObjectIdentityKey: (row: FetchedRow, readAt: ContinuousClock.Instant)] = [:]
+    /// The objects asynchronous fetches hold between their steps, by hold number.
+    var holds: [Int: [ManagedObject]] = [:]
+    var lastHold = 0
 }
 
 /// The faults of one batch of a batched fetch: read together when one of them fires.

@@ -26,7 +26,7 @@ extension ObjectGraph {
         _ = try request.validate(in: model)
         try requireStores(for: request.entityName)
         let pending = request.includesPendingChanges ? pendingObjects(of: request) : []
-        let merging = try !pending.isEmpty || upstreamSourceCount(for: request.entityName, includesSubentities: request.includesSubentities) > 1
+        let merging = try !pending.isEmpty || upstreamSourceCount(for: request) > 1
         var storeRequest = request
         storeRequest.resultType = merging || readingRows || !(request.returnsObjectsAsFaults || deferringRows) ? .managedObject : .managedObjectID
         if merging {
@@ -136,7 +136,7 @@ extension ObjectGraph {
         _ = try request.validate(in: model)
         try requireStores(for: request.entityName)
         let pending = request.includesPendingChanges ? pendingObjects(of: request) : []
-        let sources = try upstreamSourceCount(for: request.entityName, includesSubentities: request.includesSubentities)
+        let sources = try upstreamSourceCount(for: request)
         if pending.isEmpty && sources <= 1 {
             var countRequest = request
             countRequest.resultType = .count
@@ -153,7 +153,7 @@ extension ObjectGraph {
 
     /// A coordinator without any store cannot answer a fetch: it says so rather than
     /// returning nothing. (With stores, an entity none of them holds fetches nothing.)
-    private func requireStores(for entityName: String) throws {
+    func requireStores(for entityName: String) throws {
         if try coordinator.persistentStores.isEmpty { throw StrataError.noStore(entity: entityName) }
     }
 
@@ -167,6 +167,29 @@ extension ObjectGraph {
             return results
         }
         switch request.resultType {
+        case .managedObject where !request.includesPropertyValues:
+            // IDs only: the objects are faults, read on first access.
+            var idRequest = request
+            idRequest.returnsObjectsAsFaults = true
+            idRequest.fetchBatchSize = 0
+            let objects = try fetchObjects(idRequest)
+            if !request.relationshipKeyPathsForPrefetching.isEmpty { try prepareFetched(objects, rows: DeferredRows(), for: request) }
+            return try typed(objects, request)
+        case .managedObject where request.shouldRefreshRefetchedObjects:
+            // Objects registered before the fetch take the values of the rows it read.
+            let before = Set(registeredObjects.lazy.filter { $0.faultState == .fulfilled && !$0.isInserted }.map(ObjectIdentifier.init))
+            var plain = request
+            plain.shouldRefreshRefetchedObjects = false
+            let objects = try fetch(plain)
+            let refetched = objects.compactMap { $0 as? ManagedObject }.filter { before.contains(ObjectIdentifier($0)) && $0.owner === self }
+            if !refetched.isEmpty {
+                let stored = try upstreamSnapshots(of: refetched.map(\.objectID))
+                for object in refetched {
+                    guard let row = stored[object.objectID] else { continue }
+                    try refresh(object, mergeChanges: true, stored: row)
+                }
+            }
+            return objects
         case .managedObject:
             var rows = DeferredRows()
             // Faults without a batch size keep the rows the fetch read, so they fire with
@@ -181,55 +204,34 @@ extension ObjectGraph {
             } else {
                 try prepareFetched(objects, rows: rows, for: request)
             }
-            if Result.self == ManagedObject.self { return try cast(objects) }
-            // Objects all of one class, which is a `Result`, are the array as it is (a
-            // cast of each object to a generic type is slow): class references have
-            // the same layout whatever their static class.
-            if Result.self is AnyClass, let first = objects.first, first is Result {
-                let firstClass = ObjectIdentifier(type(of: first))
-                if objects.allSatisfy({ ObjectIdentifier(type(of: $0)) == firstClass }) {
-                    return unsafeBitCast(objects, to: [Result].self)
-                }
-            }
-            let typed = objects.compactMap { $0 as? Result }
-            guard typed.count == objects.count else {
-                let stray = objects.first { !($0 is Result) }.map { "\(type(of: $0))" } ?? "?"
-                throw StrataError.typeMismatch(key: "resultType", entity: request.entityName, expected: "\(Result.self)", actual: stray)
-            }
-            return typed
+            return try typed(objects, request)
         case .managedObjectID:
             return try cast(try fetchObjects(request).map(\.objectID))
         case .count:
             return try cast([try count(for: request)])
         case .dictionary:
-            var objectRequest = request
-            objectRequest.resultType = .managedObject
-            let objects = try fetchObjects(objectRequest)
-            return try cast(try objects.map { try dictionary(of: $0, keys: request.propertiesToFetch) })
+            return try cast(try fetchDictionaries(request))
         }
     }
 
-    /// `keys` of `object` (every attribute when empty) as Sendable values: attributes as
-    /// their Swift values, to-one relationships as object IDs, to-many ones as arrays of
-    /// them. Nil values are left out, as Core Data leaves them out of dictionary results.
-    private func dictionary(of object: ManagedObject, keys: [String]) throws -> [String: any Sendable] {
-        let names = keys.isEmpty ? object.entity.attributes.map(\.name) : keys
-        var result: [String: any Sendable] = [:]
-        for name in names {
-            guard object.fulfilIfNeeded(property: name) else { throw object.inaccessibleError }
-            if let slot = object.entity.attributeSlot(named: name) {
-                if let value = object.attributeValue(at: slot) { result[name] = value.sendableValue }
-            } else if let slot = object.entity.relationshipSlot(named: name) {
-                guard object.loadRelationshipIfNeeded(slot) else { throw object.inaccessibleError }
-                let ids = object.relationshipStorage(at: slot).objects.map(\.objectID)
-                if object.entity.relationships[slot].isToMany {
-                    result[name] = ids
-                } else if let id = ids.first {
-                    result[name] = id
-                }
+    /// `objects` as the request's element type.
+    private func typed<Result>(_ objects: [ManagedObject], _ request: FetchRequest<Result>) throws -> [Result] {
+        if Result.self == ManagedObject.self, let objects = objects as? [Result] { return objects }
+        // Objects all of one class, which is a `Result`, are the array as it is (a
+        // cast of each object to a generic type is slow): class references have
+        // the same layout whatever their static class.
+        if Result.self is AnyClass, let first = objects.first, first is Result {
+            let firstClass = ObjectIdentifier(type(of: first))
+            if objects.allSatisfy({ ObjectIdentifier(type(of: $0)) == firstClass }) {
+                return unsafeBitCast(objects, to: [Result].self)
             }
         }
-        return result
+        let typed = objects.compactMap { $0 as? Result }
+        guard typed.count == objects.count else {
+            let stray = objects.first { !($0 is Result) }.map { "\(type(of: $0))" } ?? "?"
+            throw StrataError.typeMismatch(key: "resultType", entity: request.entityName, expected: "\(Result.self)", actual: stray)
+        }
+        return typed
     }
 
     /// Calls `body` with the object of each row of `batch` (the registered one, or a new
@@ -266,11 +268,18 @@ extension ObjectGraph {
     }
 
     /// Unsaved objects of the request's entity (inserted, changed, deleted).
-    private func pendingObjects<Result>(of request: FetchRequest<Result>) -> [ManagedObject] {
+    func pendingObjects<Result>(of request: FetchRequest<Result>) -> [ManagedObject] {
         func matches(_ object: ManagedObject) -> Bool {
             request.includesSubentities ? object.entity.isKind(of: request.entityName) : object.entity.name == request.entityName
         }
-        let pending = (inserted + updated + deleted).filter(matches)
+        var pending = (inserted + updated + deleted).filter(matches)
+        if let affected = request.affectedStores {
+            // Only objects in (or, new, going to) the stores searched.
+            pending = pending.filter { object in
+                let store = object.objectID.isTemporaryID ? try? store(forNew: object) : try? coordinator.store(of: object.objectID)
+                return store.map { store in affected.contains { $0 === store } } ?? false
+            }
+        }
         // Changed objects are matched on their values: those not read yet (changes taken
         // from a child) are read together, not one by one as the predicate reaches them.
         if pending.contains(where: \.holdsUnreadChanges) { try? fulfilFaults(pending.filter(\.holdsUnreadChanges)) }

@@ -75,8 +75,8 @@ extension ObjectGraph {
 
     /// How many lists ``upstreamFetch(_:)`` returns for the entity: a child's parent
     /// merges its lists into one, a coordinator returns one per store.
-    func upstreamSourceCount(for entityName: String, includesSubentities: Bool) throws -> Int {
+    func upstreamSourceCount<Result>(for request: FetchRequest<Result>) throws -> Int {
         if parentContext != nil { return 1 }
-        return try coordinator.stores(for: entityName, includesSubentities: includesSubentities).count
+        return try coordinator.stores(for: request).count
     }
 }

@@ -797,6 +797,12 @@ final class ObjectGraph: ObjectOwner {
     /// Refreshes `object`: with `mergeChanges`, re-reads its stored values and keeps its
     /// unsaved changes on top; without, discards its changes and turns it into a fault.
     func refresh(_ object: ManagedObject, mergeChanges: Bool) throws {
+        try refresh(object, mergeChanges: mergeChanges, stored: nil)
+    }
+
+    /// ``refresh(_:mergeChanges:)``, with the object's stored row when the caller read it
+    /// already (`stored`; read here when nil).
+    func refresh(_ object: ManagedObject, mergeChanges: Bool, stored known: ObjectSnapshot?) throws {
         guard object.owner === self, !object.isInserted else { return }
         batching.fetchedRows[object.identityKey] = nil
         event.record(object, in: .refreshed)
@@ -814,7 +820,7 @@ final class ObjectGraph: ObjectOwner {
         guard object.faultState == .fulfilled else { return }
         let local = object.hasPersistentChangedValues ? object.makeSnapshot() : nil
         let committed = object.makeCommittedSnapshot()
-        guard let stored = try read(object.objectID) else { return }
+        guard let stored = try known ?? read(object.objectID) else { return }
         object.apply(stored)
         guard let local, let committed else { return }
         // Local changes win over the stored values, property by property.

@@ -280,6 +280,44 @@ public actor PersistentStoreCoordinator {
         return persistentStores.filter { !$0.entityNames.isDisjoint(with: names) }
     }
 
+    /// The stores `request` searches: those holding its entity, of its
+    /// ``FetchRequest/affectedStores`` when it names some.
+    nonisolated func stores<Result>(for request: FetchRequest<Result>) -> [PersistentStore] {
+        let holding = stores(for: request.entityName, includesSubentities: request.includesSubentities)
+        guard let affected = request.affectedStores else { return holding }
+        return holding.filter { store in affected.contains { $0 === store } }
+    }
+
+    /// Calls `record` with every stored row matching `request`'s predicate in the stores
+    /// it searches (an LMDB store's records read in place, inside its read transaction or
+    /// `generation`'s snapshot), or `snapshots` with a server store's matching rows; in no
+    /// particular order, with no window.
+    nonisolated func scanMatches<Result>(
+        _ request: FetchRequest<Result>, in generation: QueryGeneration? = nil,
+        record: (StoreFile, EntityStorage, PrimaryKey, UnsafeRawBufferPointer) throws -> Void,
+        snapshots: ([ObjectSnapshot]) throws -> Void
+    ) throws {
+        var unordered = FetchRequest<ManagedObject>(entityName: request.entityName)
+        unordered.predicate = request.predicate
+        unordered.includesSubentities = request.includesSubentities
+        var plan: FetchPlan?
+        for store in stores(for: request) {
+            if generation == nil { countRead() }
+            switch store.backend {
+            case .lmdb(let file):
+                let lmdbPlan = try plan ?? FetchPlanner.plan(unordered, in: managedObjectModel)
+                plan = lmdbPlan
+                try file.read(in: try generation?.snapshot(of: store)) { reader in
+                    try reader.forEachMatch(lmdbPlan) { storage, key, bytes in try record(file, storage, key, bytes) }
+                }
+            case .sql(let sql):
+                if case .snapshots(let rows) = try sql.fetch(unordered, in: try generation.map { try serverSnapshot(of: store, sql, in: $0) }) {
+                    try snapshots(rows)
+                }
+            }
+        }
+    }
+
     /// The store a new object of `entityName` goes to when it was not assigned one: the
     /// first store that can hold it.
     nonisolated func defaultStore(for entityName: String) throws(StrataError) -> PersistentStore {
@@ -323,7 +361,7 @@ public actor PersistentStoreCoordinator {
     nonisolated func fetch<Result>(
         _ request: FetchRequest<Result>, in generation: QueryGeneration? = nil, sink: FetchRowSink? = nil
     ) throws -> [FetchRows] {
-        let stores = stores(for: request.entityName, includesSubentities: request.includesSubentities)
+        let stores = stores(for: request)
         var plan: FetchPlan?   // planned for the first LMDB store: a server store plans its own SQL
         return try stores.map { store in
             if generation == nil { countRead() }
@@ -352,7 +390,7 @@ public actor PersistentStoreCoordinator {
     ///   unsubstituted variable: what running the request would throw.
     public nonisolated func explain<Result>(_ request: FetchRequest<Result>) throws -> String {
         _ = try request.validate(in: managedObjectModel)
-        return try stores(for: request.entityName, includesSubentities: request.includesSubentities).map { store in
+        return try stores(for: request).map { store in
             switch store.backend {
             case .lmdb: "\(try FetchPlanner.plan(request, in: managedObjectModel))"
             case .sql(let sql): try sql.explain(request)

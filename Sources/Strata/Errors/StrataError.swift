@@ -67,6 +67,7 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
         case migrationFailed(store: String, reason: String, conflicts: [ConstraintConflict])
         case database(store: String, failure: DatabaseFailure)
         case unsupportedByStore(store: String, feature: String)
+        case invalidFetchRequest(String)
     }
 
     private let base: Base
@@ -206,6 +207,13 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
         StrataError(.unsupportedByStore(store: store, feature: feature))
     }
 
+    /// The fetch request's parts do not fit together (an aggregate in a request whose
+    /// results are not dictionaries, a fetched key missing from `propertiesToGroupBy`, a
+    /// sum of a string); `reason` says which. Nothing was read.
+    public static func invalidFetchRequest(_ reason: String) -> StrataError {
+        StrataError(.invalidFetchRequest(reason))
+    }
+
     /// The context cannot be configured that way (a second coordinator, say); `reason` says why.
     public static func invalidContextConfiguration(_ reason: String) -> StrataError {
         StrataError(.invalidContextConfiguration(reason))
@@ -248,7 +256,7 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
             case coordinatorClosed
             case readOnlyStore, invalidContextConfiguration, wouldDeadlock, migrationFailed
             case queryGenerationUnavailable, queryGenerationExpired
-            case database, unsupportedByStore
+            case database, unsupportedByStore, invalidFetchRequest
         }
 
         private let base: Base
@@ -307,6 +315,8 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let database = Code(.database)
         /// ``StrataError/unsupportedByStore(store:feature:)``.
         public static let unsupportedByStore = Code(.unsupportedByStore)
+        /// ``StrataError/invalidFetchRequest(_:)``.
+        public static let invalidFetchRequest = Code(.invalidFetchRequest)
 
         /// The kind's name, as its static member is spelled: `mergeConflicts`.
         public var description: String { base.rawValue }
@@ -347,6 +357,7 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
         case .queryGenerationExpired: .queryGenerationExpired
         case .database: .database
         case .unsupportedByStore: .unsupportedByStore
+        case .invalidFetchRequest: .invalidFetchRequest
         }
     }
 
@@ -567,6 +578,8 @@ public struct StrataError: Error, Sendable, Hashable, CustomStringConvertible {
             "the database of \(store) failed: \(failure)"
         case .unsupportedByStore(let store, let feature):
             "\(store) cannot do this: \(feature); nothing was changed"
+        case .invalidFetchRequest(let reason):
+            "the fetch request cannot run: \(reason)"
         case .queryGenerationUnavailable(let token):
             "the query generation \(token) is no longer available: no context is pinned to it and its store has committed since; pin .current instead"
         case .queryGenerationExpired(let token, let age, let maximumAge):

@@ -83,6 +83,54 @@ extension StoreReader where Transaction: ~Copyable {
     }
 }
 
+extension StoreReader where Transaction: ~Copyable {
+    /// Calls `body` with every row `plan`'s filter accepts, its stored record read in place
+    /// (valid only during the call), in the order of the plan's access path; the plan's
+    /// sort and window are not applied. What a dictionary fetch or an aggregate scans:
+    /// no row is copied and no object made.
+    ///
+    /// - Throws: as ``execute(_:sink:)``; what `body` throws.
+    func forEachMatch(_ plan: FetchPlan, _ body: (EntityStorage, PrimaryKey, UnsafeRawBufferPointer) throws -> Void) throws {
+        guard !plan.isEmpty else { return }
+        let loader = RowLoader(store: store, transaction: transaction)
+        func matches(_ storage: EntityStorage, _ key: PrimaryKey, _ record: UnsafeRawBufferPointer) throws -> Bool {
+            guard let residual = plan.residual else { return true }
+            let decoded: Record
+            do throws(RecordDecodingError) {
+                decoded = try RecordCodec.decode(record)
+            } catch {
+                throw StrataError.corruptRecord(entity: storage.name, primaryKey: key.rawValue, reason: error.reason)
+            }
+            return try PredicateEvaluator.evaluate(residual, on: try loader.subject(try loader.store.snapshot(of: decoded, storage: storage, key: key)))
+        }
+        switch plan.path {
+        case .fullScan:
+            try forEachRecord(entity: plan.entityName, includesSubentities: plan.includesSubentities) { storage, key, record in
+                if try matches(storage, key, record) { try body(storage, key, record) }
+                return true
+            }
+        case .indexScan(let attribute, _, let reverse):
+            for storage in try store.fetchedEntities(plan.entityName, includesSubentities: plan.includesSubentities) {
+                guard let rows = storage.rows, let slot = storage.attributeSlot(named: attribute) else { continue }
+                try scanIndex(of: storage, slot: slot, in: plan.indexRanges, reverse: reverse) { entry in
+                    var encoded = entry.key.rawValue.bigEndian
+                    return try withUnsafeBytes(of: &encoded) { keyBytes in
+                        try transaction.pointee.withValue(forKey: keyBytes, in: rows) { record in
+                            guard let record else {
+                                throw StrataError.corruptRecord(
+                                    entity: storage.name, primaryKey: entry.key.rawValue,
+                                    reason: "the index on \(attribute) names a row that does not exist")
+                            }
+                            if try matches(storage, entry.key, record) { try body(storage, entry.key, record) }
+                            return true
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The state of one fetch: filtering, collecting in order, stopping early, windowing.
 struct FetchExecution<Transaction: ReadableTransaction & ~Copyable> {
     typealias Match = FetchMatch

@@ -20,11 +20,21 @@ extension FetchRequest {
             }
             try Self.validate(predicate.node, from: entity, in: model)
         }
-        for descriptor in sortDescriptors {
-            try Self.validateSortKey(descriptor, from: entity, in: model)
+        // Grouped dictionary results sort by their own keys (checked with their shape).
+        let dictionaryShape = resultType == .dictionary ? try DictionaryShape(self, entity: entity, model: model) : nil
+        if dictionaryShape?.isAggregating != true {
+            for descriptor in sortDescriptors {
+                try Self.validateSortKey(descriptor, from: entity, in: model)
+            }
         }
-        for key in propertiesToFetch where entity.attribute(named: key) == nil && entity.relationship(named: key) == nil {
-            throw StrataError.unknownKey(key: key, entity: entity.name)
+        if resultType != .dictionary {
+            let aggregates = propertiesToFetch.contains { if case .expression = $0 { true } else { false } }
+            if aggregates || !propertiesToGroupBy.isEmpty || havingPredicate != nil {
+                throw StrataError.invalidFetchRequest("aggregates, propertiesToGroupBy and havingPredicate need resultType .dictionary")
+            }
+            for key in propertiesToFetch.map(\.name) where entity.attribute(named: key) == nil && entity.relationship(named: key) == nil {
+                throw StrataError.unknownKey(key: key, entity: entity.name)
+            }
         }
         for path in relationshipKeyPathsForPrefetching {
             var current = entity

@@ -56,8 +56,39 @@ public struct FetchRequest<Result>: Sendable, CustomStringConvertible {
     /// few reads in all instead of one per object. A hint that never changes the
     /// results; an unknown key throws ``StrataError/unknownKey(key:entity:)``.
     public var relationshipKeyPathsForPrefetching: [String] = []
-    /// The properties a ``ResultType/dictionary`` result holds (all attributes when empty).
-    public var propertiesToFetch: [String] = []
+    /// What each ``ResultType/dictionary`` result holds (every attribute when empty): key
+    /// paths of the entity — attributes, to-one relationships (their object IDs), key
+    /// paths through to-ones (`"folder.name"`) — and aggregates
+    /// (``FetchProperty/expression(_:)``). With aggregates and no
+    /// ``propertiesToGroupBy``, the result is one dictionary for all the matching objects.
+    /// String literals are key paths. Ignored by the other result types.
+    public var propertiesToFetch: [FetchProperty] = []
+    /// Key paths whose values group the matching objects of a ``ResultType/dictionary``
+    /// fetch: one result per distinct combination, holding the group's values and the
+    /// aggregates of ``propertiesToFetch`` over the group. Every key path fetched must be
+    /// one of these. Results come in the order of ``sortDescriptors``, whose keys must
+    /// then be result keys (grouped key paths or aggregate names).
+    public var propertiesToGroupBy: [FetchProperty] = []
+    /// The condition groups must meet (with ``propertiesToGroupBy``), evaluated on each
+    /// group's result: its keys are the grouped key paths and the aggregates' names
+    /// (`total > 10`).
+    public var havingPredicate: FetchPredicate?
+    /// Whether a ``ResultType/dictionary`` fetch leaves out results equal to one before
+    /// them (SQL's `DISTINCT`). False by default.
+    public var returnsDistinctResults = false
+    /// Whether a ``ResultType/managedObject`` fetch reads the objects' rows (true, the
+    /// default). False fetches only the matching objects' IDs and returns faults, read on
+    /// first access: what a fetch to delete or count objects, or to take their IDs,
+    /// wants. (Rows are read anyway when unsaved changes are merged in.)
+    public var includesPropertyValues = true
+    /// Whether objects this context has registered already take the values of the rows
+    /// the fetch reads (their unsaved changes stay on top, as a refresh that merges
+    /// changes keeps them). False by default: a registered object keeps the values it has.
+    public var shouldRefreshRefetchedObjects = false
+    /// The stores searched; nil (the default) searches every store of the coordinator
+    /// that holds the entity. Unsaved objects count when they are in (or, new, go to) one
+    /// of these stores.
+    public var affectedStores: [PersistentStore]?
 
     /// A request for objects of `entityName`.
     public init(entityName: String) {
