@@ -46,6 +46,8 @@ report "Strata batch insert (object handler)" "$(( $(instructions batch-import "
 report "Strata fetch, realised, all read" "$(instructions fetch "$work/strata-$n")" "$(instructions fetch "$work/strata-$((2 * n))")"
 report "Strata faults, batch 1000, walked" "$(instructions faults "$work/strata-$n")" "$(instructions faults "$work/strata-$((2 * n))")"
 report "raw liblmdb fetch, all read" "$(instructions raw-fetch "$work/raw-$n")" "$(instructions raw-fetch "$work/raw-$((2 * n))")"
+report "Strata sum(score), dictionary" "$(instructions sum "$work/strata-$n")" "$(instructions sum "$work/strata-$((2 * n))")"
+report "raw liblmdb sum(score)" "$(instructions raw-sum "$work/raw-$n")" "$(instructions raw-sum "$work/raw-$((2 * n))")"
 
 # The save paths change the store: each run gets a fresh copy of the imported one. The
 # save alone is the run with it less the same run without it.

@@ -9,6 +9,8 @@
 //   strata-profile fetch DIRECTORY           every object, fully realised, every attribute read
 //   strata-profile faults DIRECTORY          every object as faults, fetchBatchSize 1000, walked
 //   strata-profile raw-fetch DIRECTORY       every row decoded through liblmdb, every field read
+//   strata-profile sum DIRECTORY             sum(score) over every object: a dictionary fetch, nothing realised
+//   strata-profile raw-sum DIRECTORY         the same sum through liblmdb: a cursor walk, each score loaded
 //   strata-profile query DIRECTORY           100 queries of 1% of the ranks each (indexed, sorted), every
 //                                            attribute read: every object once
 //   strata-profile pages N DIRECTORY        N queries of fetchLimit 20, each in its own performAndWait
@@ -157,6 +159,17 @@ func strataFetch(_ directory: String, batchSize: Int) throws {
         return (items.count, checksum)
     }
     print("fetched \(count) objects, checksum \(checksum)")
+}
+
+func strataSum(_ directory: String) throws {
+    let context = ManagedObjectContext(.privateQueue, coordinator: try openStrata(directory))
+    let total = try context.performAndWait { context in
+        var request = FetchRequest<[String: any Sendable]>(entityName: "Item")
+        request.resultType = .dictionary
+        request.propertiesToFetch = [.expression(ExpressionDescription(name: "total", function: .sum, keyPath: "score"))]
+        return try context.fetch(request).first?["total"].map { "\($0)" } ?? "none"
+    }
+    print("summed \(total)")
 }
 
 /// The number of items in the store (ranks are 0..<count).
@@ -324,6 +337,23 @@ struct RawStore {
         print("imported \(records.count) rows")
     }
 
+    func sum() {
+        var txn: OpaquePointer?
+        mdb_txn_begin(environment, nil, UInt32(MDB_RDONLY), &txn)
+        var cursor: OpaquePointer?
+        mdb_cursor_open(txn, rows, &cursor)
+        var k = MDB_val(), v = MDB_val()
+        var total = 0.0
+        var rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST)
+        while rc == MDB_SUCCESS {
+            total += Double(bitPattern: UInt64(littleEndian: v.mv_data.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+            rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)
+        }
+        mdb_cursor_close(cursor)
+        mdb_txn_abort(txn)
+        print("summed \(total)")
+    }
+
     func fetch() {
         var txn: OpaquePointer?
         mdb_txn_begin(environment, nil, UInt32(MDB_RDONLY), &txn)
@@ -467,6 +497,10 @@ do {
         try strataFetch(arguments.last!, batchSize: 1000)
     case ("raw-fetch", 2):
         RawStore(arguments.last!).fetch()
+    case ("sum", 2):
+        try strataSum(arguments.last!)
+    case ("raw-sum", 2):
+        RawStore(arguments.last!).sum()
     case ("pages", 3):
         guard let count = Int(arguments.dropFirst().first!), count > 0 else { fail("N must be a positive number") }
         try strataPages(count, arguments.last!)

@@ -96,6 +96,30 @@ struct DictionaryFetchTests {
         }
     }
 
+    @Test("min and max of an indexed attribute come from the ends of its index, as a scan finds them")
+    func indexedExtremes() async throws {
+        let directory = TemporaryDirectory()
+        let coordinator = try await ContextReference.lmdb(in: directory.url)
+        _ = try await Self.seed(on: coordinator)
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try await context.perform { context in
+            let extremes = Self.request([Self.expression("first", .min, "title"), Self.expression("last", .max, "title")])
+            let fromIndex = try context.fetch(extremes)[0]
+            #expect(fromIndex["first"] as? String == "a" && fromIndex["last"] as? String == "e")
+            // The same through a scan (a predicate that holds for all), and with an unsaved
+            // object that changes the answer.
+            var scanned = extremes
+            scanned.predicate = try FetchPredicate(format: "priority >= 0")
+            let fromRows = try context.fetch(scanned)[0]
+            #expect(fromRows["first"] as? String == "a" && fromRows["last"] as? String == "e")
+            let note = Note()
+            note.title = "zz"
+            try context.insert(note)
+            let withPending = try context.fetch(extremes)[0]
+            #expect(withPending["last"] as? String == "zz")
+        }
+    }
+
     @Test("groups: one result per value of the grouped key paths, with having, order and window")
     func groups() async throws {
         let coordinator = try await ContextReference.inMemory()

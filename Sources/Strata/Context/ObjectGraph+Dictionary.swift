@@ -49,6 +49,10 @@ extension ObjectGraph {
         let pending = request.includesPendingChanges ? pendingObjects(of: request) : []
         let columns = DictionaryColumns(shape)
 
+        // The smallest and largest values of indexed attributes: the ends of their indexes.
+        if let extremes = try indexOnlyExtremes(request, shape: shape, entity: entity, pending: pending) {
+            return try finish([extremes], shape: shape, request: request, having: having)
+        }
         // Aggregates of plain attributes, nothing to merge: accumulated while scanning.
         if shape.isAggregating, pending.isEmpty, parentContext == nil, columns.areSingleStep {
             var groups = Groups(shape)
@@ -56,7 +60,7 @@ extension ObjectGraph {
             try scanStored(request, columns: columns) { values, _ in
                 try groups.add { path in paths[path].column.map { values[$0] } ?? DictionaryColumns.present }
             }
-            return try finish(groups, shape: shape, request: request, having: having)
+            return try finish(groups.results(), shape: shape, request: request, having: having)
         }
 
         let windowed = request.fetchLimit > 0 || request.fetchOffset > 0
@@ -96,7 +100,7 @@ extension ObjectGraph {
         if shape.isAggregating {
             var groups = Groups(shape)
             for row in 0..<table.count { try groups.add { path in values[row, path] } }
-            return try finish(groups, shape: shape, request: request, having: having)
+            return try finish(groups.results(), shape: shape, request: request, having: having)
         }
         var order = Array(0..<table.count)
         if inMemoryOrder || parentContext == nil && !request.sortDescriptors.isEmpty && table.isFromScan {
@@ -110,6 +114,36 @@ extension ObjectGraph {
             results.append(dictionary(shape.outputs.map(\.name), outputs))
         }
         return inMemoryOrder ? Array(window(results, request)) : results
+    }
+
+    /// A fetch of only `min` and `max` of indexed attributes, with no predicate, no groups
+    /// and nothing unsaved to merge, answered from the ends of the indexes without reading
+    /// a row; nil when the fetch is not one of those, or a store cannot answer so.
+    private func indexOnlyExtremes<Result>(
+        _ request: FetchRequest<Result>, shape: DictionaryShape, entity: EntityDescription, pending: [ManagedObject]
+    ) throws -> [ResultValue]? {
+        guard request.predicate == nil, shape.groups.isEmpty, shape.outputs.isEmpty, !shape.aggregates.isEmpty,
+              pending.isEmpty, parentContext == nil else { return nil }
+        var values: [ResultValue] = []
+        for (expression, path) in shape.aggregates {
+            guard expression.function == .min || expression.function == .max,
+                  let step = shape.paths[path].steps.first, shape.paths[path].steps.count == 1,
+                  case .attribute(let name, let type) = step, entity.attribute(named: name)?.isIndexed == true,
+                  Self.indexHoldsValues(of: type)
+            else { return nil }
+            guard let extreme = try coordinator.indexExtreme(of: name, largest: expression.function == .max, for: request, in: readGeneration())
+            else { return nil }
+            values.append(ResultValue(extreme))
+        }
+        return values   // the result's values: the aggregates, in order
+    }
+
+    /// Whether an index entry decodes to a value of `type` exactly as its record holds it.
+    private static func indexHoldsValues(of type: AttributeType) -> Bool {
+        switch type {
+        case .integer16, .integer32, .integer64, .double, .string, .date, .uuid, .uri: true
+        default: false
+        }
     }
 
     /// The request for the rows a dictionary fetch reads upstream: its objects, in its
@@ -213,10 +247,10 @@ extension ObjectGraph {
     }
 
     /// The groups' results: having, order, distinct, window.
-    private func finish<Result>(_ groups: Groups, shape: DictionaryShape, request: FetchRequest<Result>, having: HavingCondition?) throws -> [[String: any Sendable]] {
+    private func finish<Result>(_ groups: [[ResultValue]], shape: DictionaryShape, request: FetchRequest<Result>, having: HavingCondition?) throws -> [[String: any Sendable]] {
         let names = shape.resultNames
         var rows: [[ResultValue]] = []
-        for values in groups.results() {
+        for values in groups {
             if let having, try !having.holds(Dictionary(uniqueKeysWithValues: zip(names, values))) { continue }
             rows.append(values)
         }

@@ -318,6 +318,53 @@ public actor PersistentStoreCoordinator {
         }
     }
 
+    /// The smallest (or, `largest`, the largest) non-nil value of the indexed attribute
+    /// `attribute` among the objects `request` searches (its predicate is not looked at),
+    /// read from the ends of the attribute's indexes: one entry per entity, whatever the
+    /// number of rows. `.some(nil)` when no object has a value; nil when a store cannot
+    /// answer this way (a server store, or an entity without the index).
+    nonisolated func indexExtreme<Result>(
+        of attribute: String, largest: Bool, for request: FetchRequest<Result>, in generation: QueryGeneration? = nil
+    ) throws -> AttributeValue?? {
+        var best: AttributeValue?
+        for store in stores(for: request) {
+            guard case .lmdb(let file) = store.backend else { return nil }
+            if generation == nil { countRead() }
+            let found: AttributeValue?? = try file.read(in: try generation?.snapshot(of: store)) { reader in
+                var extreme: AttributeValue?
+                for storage in try reader.store.fetchedEntities(request.entityName, includesSubentities: request.includesSubentities) {
+                    guard let slot = storage.attributeSlot(named: attribute), storage.attributes[slot].index != nil,
+                          let kind = storage.attributes[slot].indexKind else { return nil }
+                    var value: AttributeValue?
+                    try reader.scanIndex(of: storage, slot: slot, in: .all, reverse: largest) { entry in
+                        let decoded = try entry.value.withUnsafeBytes { bytes in
+                            var offset = 0
+                            do throws(IndexKeyDecodingError) {
+                                return try IndexKeyEncoding.decode(bytes, as: kind, at: &offset)
+                            } catch {
+                                throw StrataError.corruptStore(store: store.description, reason: "an index entry of \(storage.name).\(attribute): \(error)")
+                            }
+                        }
+                        guard let decoded else { return !largest }   // nil sorts first: read on past it
+                        value = decoded
+                        return false
+                    }
+                    if let value, extreme.map({ Self.precedes(value, $0, largest: largest) }) ?? true { extreme = value }
+                }
+                return .some(extreme)
+            }
+            guard let found else { return nil }
+            if let value = found, best.map({ Self.precedes(value, $0, largest: largest) }) ?? true { best = value }
+        }
+        return .some(best)
+    }
+
+    /// Whether `a` comes before `b` as the smallest (or, `largest`, the largest) value.
+    private nonisolated static func precedes(_ a: AttributeValue, _ b: AttributeValue, largest: Bool) -> Bool {
+        let order = FetchSorting.compare(PredicateValue(a), PredicateValue(b), .literal)
+        return largest ? order == .orderedDescending : order == .orderedAscending
+    }
+
     /// The store a new object of `entityName` goes to when it was not assigned one: the
     /// first store that can hold it.
     nonisolated func defaultStore(for entityName: String) throws(StrataError) -> PersistentStore {
