@@ -53,6 +53,12 @@ extension ObjectGraph {
         if let extremes = try indexOnlyExtremes(request, shape: shape, entity: entity, pending: pending) {
             return try finish([extremes], shape: shape, request: request, having: having)
         }
+        // Numeric aggregates, nothing to merge: added up from the records in place.
+        if pending.isEmpty, parentContext == nil, var numeric = NumericAggregates(shape) {
+            try coordinator.accumulate(request, into: &numeric, in: readGeneration())
+            let values = try numeric.values()
+            return try finish([values], shape: shape, request: request, having: having)
+        }
         // Aggregates of plain attributes, nothing to merge: accumulated while scanning.
         if shape.isAggregating, pending.isEmpty, parentContext == nil, columns.areSingleStep {
             var groups = Groups(shape)

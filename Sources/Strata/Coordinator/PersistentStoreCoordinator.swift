@@ -318,6 +318,31 @@ public actor PersistentStoreCoordinator {
         }
     }
 
+    /// Adds every stored row matching `request`'s predicate in the stores it searches to
+    /// `aggregates`: an LMDB store's records read in place (``StoreReader/accumulate(_:into:)``),
+    /// a server store's rows as it returns them.
+    nonisolated func accumulate<Result>(
+        _ request: FetchRequest<Result>, into aggregates: inout NumericAggregates, in generation: QueryGeneration? = nil
+    ) throws {
+        var unordered = FetchRequest<ManagedObject>(entityName: request.entityName)
+        unordered.predicate = request.predicate
+        unordered.includesSubentities = request.includesSubentities
+        var plan: FetchPlan?
+        for store in stores(for: request) {
+            if generation == nil { countRead() }
+            switch store.backend {
+            case .lmdb(let file):
+                let lmdbPlan = try plan ?? FetchPlanner.plan(unordered, in: managedObjectModel)
+                plan = lmdbPlan
+                try file.read(in: try generation?.snapshot(of: store)) { reader in try reader.accumulate(lmdbPlan, into: &aggregates) }
+            case .sql(let sql):
+                if case .snapshots(let rows) = try sql.fetch(unordered, in: try generation.map { try serverSnapshot(of: store, sql, in: $0) }) {
+                    for row in rows { aggregates.add(snapshot: row, entity: managedObjectModel.entitiesByName[row.objectID.entityName]) }
+                }
+            }
+        }
+    }
+
     /// The smallest (or, `largest`, the largest) non-nil value of the indexed attribute
     /// `attribute` among the objects `request` searches (its predicate is not looked at),
     /// read from the ends of the attribute's indexes: one entry per entity, whatever the

@@ -131,6 +131,55 @@ extension StoreReader where Transaction: ~Copyable {
     }
 }
 
+extension StoreReader where Transaction: ~Copyable {
+    /// Adds every row `plan`'s filter accepts to `aggregates`. With no filter, each
+    /// entity's rows are walked by one cursor and their records read in place, the
+    /// aggregated fields alone decoded (``NumericAggregates``); with one, the rows the
+    /// filter accepts (``forEachMatch(_:_:)``).
+    ///
+    /// - Throws: as ``execute(_:sink:)``.
+    func accumulate(_ plan: FetchPlan, into aggregates: inout NumericAggregates) throws {
+        guard !plan.isEmpty else { return }
+        let maps = try store.fetchedEntities(plan.entityName, includesSubentities: plan.includesSubentities).map { storage in
+            (storage: storage, map: aggregates.fieldMap(of: storage))
+        }
+        guard plan.residual == nil, case .fullScan = plan.path else {
+            try aggregates.withAccumulators { accumulators in
+                var visited = 0
+                try forEachMatch(plan) { storage, key, record in
+                    guard let map = maps.first(where: { $0.storage === storage })?.map else { return }
+                    visited += 1
+                    try map.first.withUnsafeBufferPointer { first in
+                        try map.next.withUnsafeBufferPointer { next in
+                            try NumericAggregates.add(record: record, first: first, next: next, to: accumulators, storage: storage, key: key)
+                        }
+                    }
+                }
+                return visited
+            }
+            return
+        }
+        try aggregates.withAccumulators { accumulators in
+            try StoreFile.translatingStorageErrors {
+                var visited = 0
+                for (storage, map) in maps {
+                    guard let rows = storage.rows else { continue }
+                    try map.first.withUnsafeBufferPointer { first in
+                        try map.next.withUnsafeBufferPointer { next in
+                            visited += try transaction.pointee.scan(rows) { key, record in
+                                // (The key is decoded only to name a corrupt record.)
+                                try NumericAggregates.add(record: record, first: first, next: next, to: accumulators, storage: storage, keyBytes: key)
+                                return .continue
+                            }
+                        }
+                    }
+                }
+                return visited
+            }
+        }
+    }
+}
+
 /// The state of one fetch: filtering, collecting in order, stopping early, windowing.
 struct FetchExecution<Transaction: ReadableTransaction & ~Copyable> {
     typealias Match = FetchMatch
