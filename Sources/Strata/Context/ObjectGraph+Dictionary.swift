@@ -85,14 +85,14 @@ extension ObjectGraph {
                     if !isExcluded(id) { table.append(values, id: id) }
                 }
             } else {
-                var upstream = Self.rowRequest(for: request)
+                var upstream = request.objectRequest()
                 upstream.fetchLimit = 0
                 upstream.fetchOffset = 0
                 for rows in try upstreamFetch(upstream) { try add(rows, columns: columns, to: &table, skipping: isExcluded) }
             }
         } else {
             // Rows in their final order and window, from the store or the parent.
-            let upstream = Self.rowRequest(for: request)
+            let upstream = request.objectRequest()
             for rows in try upstreamFetch(upstream) { try add(rows, columns: columns, to: &table, skipping: isExcluded) }
         }
         // Unsaved objects, matched on their values.
@@ -150,20 +150,6 @@ extension ObjectGraph {
         case .integer16, .integer32, .integer64, .double, .string, .date, .uuid, .uri: true
         default: false
         }
-    }
-
-    /// The request for the rows a dictionary fetch reads upstream: its objects, in its
-    /// order and window.
-    private static func rowRequest<Result>(for request: FetchRequest<Result>) -> FetchRequest<ManagedObject> {
-        var rows = FetchRequest<ManagedObject>(entityName: request.entityName)
-        rows.predicate = request.predicate
-        rows.sortDescriptors = request.sortDescriptors
-        rows.fetchLimit = request.fetchLimit
-        rows.fetchOffset = request.fetchOffset
-        rows.includesSubentities = request.includesSubentities
-        rows.includesPendingChanges = request.includesPendingChanges
-        rows.affectedStores = request.affectedStores
-        return rows
     }
 
     /// Calls `body` with the column values of every stored row matching `request` (and a

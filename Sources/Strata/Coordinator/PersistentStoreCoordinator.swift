@@ -4,6 +4,7 @@ import CoreMetrics
 import Logging
 import Tracing
 internal import StrataLocks
+import StrataLMDB
 
 /// The root of every context chain: it owns the stores, reads them for contexts and
 /// writes each save to them in one transaction per store.
@@ -297,25 +298,9 @@ public actor PersistentStoreCoordinator {
         record: (StoreFile, EntityStorage, PrimaryKey, UnsafeRawBufferPointer) throws -> Void,
         snapshots: ([ObjectSnapshot]) throws -> Void
     ) throws {
-        var unordered = FetchRequest<ManagedObject>(entityName: request.entityName)
-        unordered.predicate = request.predicate
-        unordered.includesSubentities = request.includesSubentities
-        var plan: FetchPlan?
-        for store in stores(for: request) {
-            if generation == nil { countRead() }
-            switch store.backend {
-            case .lmdb(let file):
-                let lmdbPlan = try plan ?? FetchPlanner.plan(unordered, in: managedObjectModel)
-                plan = lmdbPlan
-                try file.read(in: try generation?.snapshot(of: store)) { reader in
-                    try reader.forEachMatch(lmdbPlan) { storage, key, bytes in try record(file, storage, key, bytes) }
-                }
-            case .sql(let sql):
-                if case .snapshots(let rows) = try sql.fetch(unordered, in: try generation.map { try serverSnapshot(of: store, sql, in: $0) }) {
-                    try snapshots(rows)
-                }
-            }
-        }
+        try forEachStoreMatching(request, in: generation, lmdb: { file, reader, plan in
+            try reader.forEachMatch(plan) { storage, key, bytes in try record(file, storage, key, bytes) }
+        }, sql: snapshots)
     }
 
     /// Adds every stored row matching `request`'s predicate in the stores it searches to
@@ -323,6 +308,22 @@ public actor PersistentStoreCoordinator {
     /// a server store's rows as it returns them.
     nonisolated func accumulate<Result>(
         _ request: FetchRequest<Result>, into aggregates: inout NumericAggregates, in generation: QueryGeneration? = nil
+    ) throws {
+        try forEachStoreMatching(request, in: generation, lmdb: { _, reader, plan in
+            try reader.accumulate(plan, into: &aggregates)
+        }, sql: { rows in
+            for row in rows { aggregates.add(snapshot: row, entity: managedObjectModel.entitiesByName[row.objectID.entityName]) }
+        })
+    }
+
+    /// The stores `request` searches, one after the other, for a scan of the rows its
+    /// predicate matches (no order, no window): `lmdb` with an LMDB store's reader (in its
+    /// read transaction, or `generation`'s snapshot) and the plan of the scan; `sql` with a
+    /// server store's matching rows.
+    private nonisolated func forEachStoreMatching<Result>(
+        _ request: FetchRequest<Result>, in generation: QueryGeneration?,
+        lmdb: (StoreFile, borrowing StoreReader<StrataLMDB.ReadTransaction>, FetchPlan) throws -> Void,
+        sql: ([ObjectSnapshot]) throws -> Void
     ) throws {
         var unordered = FetchRequest<ManagedObject>(entityName: request.entityName)
         unordered.predicate = request.predicate
@@ -334,10 +335,10 @@ public actor PersistentStoreCoordinator {
             case .lmdb(let file):
                 let lmdbPlan = try plan ?? FetchPlanner.plan(unordered, in: managedObjectModel)
                 plan = lmdbPlan
-                try file.read(in: try generation?.snapshot(of: store)) { reader in try reader.accumulate(lmdbPlan, into: &aggregates) }
-            case .sql(let sql):
-                if case .snapshots(let rows) = try sql.fetch(unordered, in: try generation.map { try serverSnapshot(of: store, sql, in: $0) }) {
-                    for row in rows { aggregates.add(snapshot: row, entity: managedObjectModel.entitiesByName[row.objectID.entityName]) }
+                try file.read(in: try generation?.snapshot(of: store)) { reader in try lmdb(file, reader, lmdbPlan) }
+            case .sql(let server):
+                if case .snapshots(let rows) = try server.fetch(unordered, in: try generation.map { try serverSnapshot(of: store, server, in: $0) }) {
+                    try sql(rows)
                 }
             }
         }

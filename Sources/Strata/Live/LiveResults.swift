@@ -143,13 +143,7 @@ public struct LiveResults<Value: Sendable>: AsyncSequence, Sendable {
         context: ManagedObjectContext, request: FetchRequest<Result>, sectionNameKeyPath: String?, reading: Reading
     ) {
         self.context = context
-        var objects = FetchRequest<ManagedObject>(entityName: request.entityName)
-        objects.predicate = request.predicate
-        objects.sortDescriptors = request.sortDescriptors
-        objects.fetchLimit = request.fetchLimit
-        objects.fetchOffset = request.fetchOffset
-        objects.includesPendingChanges = request.includesPendingChanges
-        objects.includesSubentities = request.includesSubentities
+        var objects = request.objectRequest()
         objects.relationshipKeyPathsForPrefetching = request.relationshipKeyPathsForPrefetching
         objects.returnsObjectsAsFaults = false   // every result is read: read them in one go
         self.request = objects

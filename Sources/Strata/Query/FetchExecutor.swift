@@ -65,21 +65,35 @@ extension StoreReader where Transaction: ~Copyable {
                     guard plan.readsRows else {
                         return try execution.accept(storage: storage, key: entry.key, indexValue: entry.value)
                     }
-                    var encoded = entry.key.rawValue.bigEndian
-                    return try withUnsafeBytes(of: &encoded) { keyBytes in
-                        try transaction.pointee.withValue(forKey: keyBytes, in: rows) { record in
-                            guard let record else {
-                                throw StrataError.corruptRecord(
-                                    entity: storage.name, primaryKey: entry.key.rawValue,
-                                    reason: "the index on \(attribute) names a row that does not exist")
-                            }
-                            return try execution.offer(storage: storage, key: entry.key, record: record, indexValue: entry.value)
-                        }
+                    return try withIndexedRecord(entry.key, of: storage, in: rows, index: attribute) { record in
+                        try execution.offer(storage: storage, key: entry.key, record: record, indexValue: entry.value)
                     }
                 }
             }
         }
         return try execution.finish()
+    }
+}
+
+extension StoreReader where Transaction: ~Copyable {
+    /// Calls `body` with the record of row `key` of `storage`'s entity, which an entry of
+    /// the index on `index` names.
+    ///
+    /// - Throws: ``StrataError/corruptRecord(entity:primaryKey:reason:)`` when the row
+    ///   does not exist; what `body` throws.
+    func withIndexedRecord<R>(
+        _ key: PrimaryKey, of storage: EntityStorage, in rows: Database, index: String, _ body: (UnsafeRawBufferPointer) throws -> R
+    ) throws -> R {
+        var encoded = key.rawValue.bigEndian
+        return try withUnsafeBytes(of: &encoded) { keyBytes in
+            try transaction.pointee.withValue(forKey: keyBytes, in: rows) { record in
+                guard let record else {
+                    throw StrataError.corruptRecord(
+                        entity: storage.name, primaryKey: key.rawValue, reason: "the index on \(index) names a row that does not exist")
+                }
+                return try body(record)
+            }
+        }
     }
 }
 
@@ -113,17 +127,9 @@ extension StoreReader where Transaction: ~Copyable {
             for storage in try store.fetchedEntities(plan.entityName, includesSubentities: plan.includesSubentities) {
                 guard let rows = storage.rows, let slot = storage.attributeSlot(named: attribute) else { continue }
                 try scanIndex(of: storage, slot: slot, in: plan.indexRanges, reverse: reverse) { entry in
-                    var encoded = entry.key.rawValue.bigEndian
-                    return try withUnsafeBytes(of: &encoded) { keyBytes in
-                        try transaction.pointee.withValue(forKey: keyBytes, in: rows) { record in
-                            guard let record else {
-                                throw StrataError.corruptRecord(
-                                    entity: storage.name, primaryKey: entry.key.rawValue,
-                                    reason: "the index on \(attribute) names a row that does not exist")
-                            }
-                            if try matches(storage, entry.key, record) { try body(storage, entry.key, record) }
-                            return true
-                        }
+                    return try withIndexedRecord(entry.key, of: storage, in: rows, index: attribute) { record in
+                        if try matches(storage, entry.key, record) { try body(storage, entry.key, record) }
+                        return true
                     }
                 }
             }

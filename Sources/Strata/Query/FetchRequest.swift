@@ -106,6 +106,23 @@ public struct FetchRequest<Result>: Sendable, CustomStringConvertible {
     }
 }
 
+extension FetchRequest {
+    /// The same search with managed objects as its results: the entity, the predicate,
+    /// the order and the window, sub-entities, pending changes and the stores searched
+    /// (what live results and dictionary fetches read their rows with).
+    func objectRequest() -> FetchRequest<ManagedObject> {
+        var objects = FetchRequest<ManagedObject>(entityName: entityName)
+        objects.predicate = predicate
+        objects.sortDescriptors = sortDescriptors
+        objects.fetchLimit = fetchLimit
+        objects.fetchOffset = fetchOffset
+        objects.includesSubentities = includesSubentities
+        objects.includesPendingChanges = includesPendingChanges
+        objects.affectedStores = affectedStores
+        return objects
+    }
+}
+
 extension FetchRequest where Result: ManagedObject {
     /// A request for objects of `Result`'s entity (``ManagedObject/entityName``).
     public init() {
