@@ -17,8 +17,15 @@ extension BenchRun {
     func runAggregate() throws {
         let stores = try stores()
         let count = stores.dataset.count
-        let expected = stores.dataset.records.reduce(0) { $0 + $1.score }
         log("Scenario 11: sum over \(count) objects...")
+        // Each binding's answer is checked against the same sum computed another way on its
+        // own store, outside the clock (earlier scenarios change the stores, each its own way).
+        let strataContext = stores.strata.makeContext(name: "aggregate-check")
+        let expected: [Binding: Double] = [
+            .strata: try strataContext.performAndWait { context in try StrataWork.sumOfScoresThroughObjects(in: context) },
+            .raw: try stores.raw.sumOfScoresDecoded(),
+            .grdb: try stores.grdb.sumOfScoresInSwift(),
+        ]
         let times = try medians("aggregate", Binding.allCases) { binding, _ in
             var sum = 0.0
             let seconds: Double
@@ -31,8 +38,9 @@ extension BenchRun {
             case .grdb:
                 seconds = try timed { sum = try stores.grdb.sumOfScores() }
             }
-            guard abs(sum - expected) <= 1e-6 * max(1, abs(expected)) else {
-                throw BenchFailure("aggregate \(binding): sum \(sum), expected \(expected)")
+            let want = expected[binding]!
+            guard abs(sum - want) <= 1e-6 * max(1, abs(want)) else {
+                throw BenchFailure("aggregate \(binding): sum \(sum), expected \(want)")
             }
             return seconds
         }
@@ -58,7 +66,34 @@ extension StrataWork {
     }
 }
 
+extension StrataWork {
+    /// The same sum over every item fetched as objects (the check of ``sumOfScores(in:)``).
+    public static func sumOfScoresThroughObjects(in context: isolated ManagedObjectContext) throws -> Double {
+        var request = FetchRequest<Item>()
+        request.returnsObjectsAsFaults = false
+        return try context.fetch(request).reduce(0) { $0 + $1.score }
+    }
+}
+
 extension RawStore {
+    /// The same sum with every row decoded into a record (the check of ``sumOfScores()``).
+    public func sumOfScoresDecoded() throws -> Double {
+        try read { txn in
+            var cursor: OpaquePointer?
+            try Self.check(mdb_cursor_open(txn, rows, &cursor), "mdb_cursor_open")
+            defer { mdb_cursor_close(cursor) }
+            var k = MDB_val(), v = MDB_val()
+            var sum = 0.0
+            var rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST)
+            while rc == MDB_SUCCESS {
+                sum += Self.decode(id: 0, v).score
+                rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)
+            }
+            if rc != MDB_NOTFOUND { try Self.check(rc, "mdb_cursor_get") }
+            return sum
+        }
+    }
+
     /// The sum of every row's score: one cursor walk, each score loaded in place.
     public func sumOfScores() throws -> Double {
         try read { txn in
@@ -79,6 +114,11 @@ extension RawStore {
 }
 
 extension GRDBStore {
+    /// The same sum added up in Swift from every row's score (the check of ``sumOfScores()``).
+    public func sumOfScoresInSwift() throws -> Double {
+        try pool.read { db in try Double.fetchAll(db, sql: "SELECT score FROM item ORDER BY id").reduce(0, +) }
+    }
+
     /// `SELECT TOTAL(score) FROM item`.
     public func sumOfScores() throws -> Double {
         try pool.read { db in try Double.fetchOne(db, sql: "SELECT TOTAL(score) FROM item") ?? 0 }
