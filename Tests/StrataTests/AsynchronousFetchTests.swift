@@ -91,6 +91,25 @@ struct AsynchronousFetchTests {
         #expect(holds == 0)
     }
 
+    @Test("a request the model refuses fails with its typed error before any step, and holds nothing")
+    func badRequest() async throws {
+        let coordinator = try await ContextReference.inMemory()
+        try await Self.seed(5, on: coordinator)
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        var fetch = FetchRequest<Note>()
+        fetch.predicate = try FetchPredicate(format: "nope == 1")
+        let steps = Locked(0)
+        let request = AsynchronousFetchRequest(fetchRequest: fetch) { _ in steps.withLock { $0 += 1 } }
+        do {
+            _ = try await context.execute(request) { _, notes in notes.count }
+            Issue.record("an unknown key was accepted")
+        } catch {
+            #expect((error as? StrataError)?.code == .unknownKey)
+        }
+        let holds = await context.perform { context in context.graph.batching.holds.count }
+        #expect(holds == 0 && steps.withLock { $0 } == 0)
+    }
+
     @Test("several contexts fetch asynchronously at once while a writer saves")
     func concurrent() async throws {
         let directory = TemporaryDirectory()

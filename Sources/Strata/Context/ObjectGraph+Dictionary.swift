@@ -64,9 +64,9 @@ extension ObjectGraph {
             var groups = Groups(shape)
             let paths = columns.paths
             try scanStored(request, columns: columns) { values, _ in
-                try groups.add { path in paths[path].column.map { values[$0] } ?? DictionaryColumns.present }
+                groups.add { path in paths[path].column.map { values[$0] } ?? DictionaryColumns.present }
             }
-            return try finish(groups.results(), shape: shape, request: request, having: having)
+            return try finish(try groups.results(), shape: shape, request: request, having: having)
         }
 
         let windowed = request.fetchLimit > 0 || request.fetchOffset > 0
@@ -105,8 +105,8 @@ extension ObjectGraph {
 
         if shape.isAggregating {
             var groups = Groups(shape)
-            for row in 0..<table.count { try groups.add { path in values[row, path] } }
-            return try finish(groups.results(), shape: shape, request: request, having: having)
+            for row in 0..<table.count { groups.add { path in values[row, path] } }
+            return try finish(try groups.results(), shape: shape, request: request, having: having)
         }
         var order = Array(0..<table.count)
         if inMemoryOrder || parentContext == nil && !request.sortDescriptors.isEmpty && table.isFromScan {
@@ -367,7 +367,7 @@ struct DictionaryColumns {
         var result = ValueTable(columns: paths.count)
         result.reserve(table.count)
         for row in 0..<table.count {
-            result.appendRow(paths.map { path in path.column.map { table[row, $0] } ?? .object(table.ids[row]) }, id: table.ids[row])
+            result.append(paths.map { path in path.column.map { table[row, $0] } ?? .object(table.ids[row]) }, id: table.ids[row])
         }
         for (index, path) in paths.enumerated() where !path.rest.isEmpty {
             for step in path.rest {
@@ -451,17 +451,9 @@ struct ValueTable {
         ids.append(id)
     }
 
-    mutating func appendRow(_ row: [ResultValue], id: ManagedObjectID) {
-        append(row, id: id)
-    }
-
     subscript(row: Int, column: Int) -> ResultValue {
         get { values[row * columns + column] }
         set { values[row * columns + column] = newValue }
-    }
-
-    func row(_ row: Int) -> [ResultValue] {
-        Array(values[row * columns..<(row + 1) * columns])
     }
 }
 
@@ -506,89 +498,85 @@ struct Groups {
 
     init(_ shape: DictionaryShape) {
         self.shape = shape
-        if shape.groups.isEmpty { single = shape.aggregates.map { Accumulator($0.expression) } }
+        if shape.groups.isEmpty { single = Self.accumulators(shape) }
+    }
+
+    /// A new accumulator for each aggregate of `shape`.
+    private static func accumulators(_ shape: DictionaryShape) -> [Accumulator] {
+        shape.aggregates.map { Accumulator($0.expression, type: shape.paths[$0.path].attributeType) }
     }
 
     /// Adds a row: `value` gives its value of each key path of the shape, by position.
-    mutating func add(_ value: (Int) -> ResultValue) throws {
+    mutating func add(_ value: (Int) -> ResultValue) {
         if single != nil {
-            for index in single!.indices { try single![index].add(value(shape.aggregates[index].path)) }
+            for index in single!.indices { single![index].add(value(shape.aggregates[index].path)) }
             return
         }
         let key = shape.groups.map(value)
         if accumulators[key] == nil {
             order.append(key)
-            accumulators[key] = shape.aggregates.map { Accumulator($0.expression) }
+            accumulators[key] = Self.accumulators(shape)
         }
-        for index in shape.aggregates.indices { try accumulators[key]![index].add(value(shape.aggregates[index].path)) }
+        for index in shape.aggregates.indices { accumulators[key]![index].add(value(shape.aggregates[index].path)) }
     }
 
     /// Each group's result values, in the order the groups were first met: the grouped
     /// key paths fetched, then the aggregates (``DictionaryShape/resultNames``' order).
-    func results() -> [[ResultValue]] {
+    func results() throws -> [[ResultValue]] {
         let groups: [(key: [ResultValue], accumulators: [Accumulator])] = single.map { [([], $0)] } ?? order.map { ($0, accumulators[$0]!) }
-        return groups.map { group in
-            shape.outputs.map { output in
+        return try groups.map { group in
+            let aggregates = try group.accumulators.map { try $0.value() }
+            return shape.outputs.map { output in
                 shape.groups.firstIndex(of: output.path).map { group.key[$0] } ?? .null
-            } + group.accumulators.map(\.value)
+            } + aggregates
         }
     }
 }
 
-/// One aggregate's running value.
+/// One aggregate's running value. Numbers are added by the fast path's accumulator
+/// (``NumericAggregates/Accumulator``), so both paths compute alike; decimals, counts and
+/// the extremes of other values are kept here.
 struct Accumulator {
     let expression: ExpressionDescription
-    private(set) var count = 0
-    private var integer: Int64 = 0
-    private var double: Double = 0
+    private var numeric: NumericAggregates.Accumulator?
+    private var count = 0
     private var decimal: Decimal = 0
-    private var kind: Kind = .none
     private var extreme: ResultValue = .null
 
-    private enum Kind { case none, integer, double, decimal }
-
-    init(_ expression: ExpressionDescription) {
+    /// An accumulator for `expression`, whose key path ends at an attribute of `type`
+    /// (nil for `self` or a relationship).
+    init(_ expression: ExpressionDescription, type: AttributeType?) {
         self.expression = expression
+        switch type {
+        case .integer16?, .integer32?, .integer64?:
+            numeric = NumericAggregates.Accumulator(function: expression.function, isInteger: true, isFloat: false)
+        case .double?, .float?:
+            numeric = NumericAggregates.Accumulator(function: expression.function, isInteger: false, isFloat: type == .float)
+        default:
+            numeric = nil
+        }
     }
 
-    mutating func add(_ value: ResultValue) throws {
+    mutating func add(_ value: ResultValue) {
         if case .null = value { return }
-        count += 1
+        if numeric != nil {
+            switch value {
+            case .attribute(.integer(let n)): numeric!.add(integer: n)
+            case .attribute(.double(let d)): numeric!.add(double: d)
+            case .attribute(.float(let f)): numeric!.add(double: Double(f))
+            default: break
+            }
+            return
+        }
         switch expression.function {
         case .count:
-            return
+            count += 1
         case .sum, .average:
-            guard case .attribute(let attribute) = value else { return }
-            switch attribute {
-            case .integer(let n):
-                let (sum, overflow) = integer.addingReportingOverflow(n)
-                if overflow {
-                    if expression.function == .average {
-                        // An average goes on in floating point.
-                        double = Double(integer) + Double(n)
-                        kind = .double
-                        integer = 0
-                        return
-                    }
-                    throw StrataError.invalidFetchRequest("the sum \(expression.name) of \(expression.keyPath) does not fit in an Int64")
-                }
-                if kind == .double { double += Double(n) } else {
-                    integer = sum
-                    kind = .integer
-                }
-            case .double(let d):
-                double += d
-                kind = .double
-            case .float(let f):
-                double += Double(f)
-                kind = .double
-            case .decimal(let d):
-                decimal += d
-                kind = .decimal
-            default:
-                count -= 1
-            }
+            guard case .attribute(.decimal(let d)) = value else { return }
+            count += 1
+            decimal += d
         case .min, .max:
+            count += 1
             if case .null = extreme {
                 extreme = value
                 return
@@ -599,26 +587,15 @@ struct Accumulator {
     }
 
     /// The aggregate's value (`.null` when it has none).
-    var value: ResultValue {
+    ///
+    /// - Throws: ``StrataError/invalidFetchRequest(_:)`` for an integer sum beyond `Int64`.
+    func value() throws -> ResultValue {
+        if let numeric { return try numeric.value(named: expression.name, keyPath: expression.keyPath) }
         switch expression.function {
-        case .count:
-            return .attribute(.integer(Int64(count)))
-        case .sum:
-            switch kind {
-            case .none, .integer: return .attribute(.integer(integer))
-            case .double: return .attribute(.double(double))
-            case .decimal: return .attribute(.decimal(decimal))
-            }
-        case .average:
-            guard count > 0 else { return .null }
-            switch kind {
-            case .none: return .null
-            case .integer: return .attribute(.double(Double(integer) / Double(count)))
-            case .double: return .attribute(.double(double / Double(count)))
-            case .decimal: return .attribute(.decimal(decimal / Decimal(count)))
-            }
-        case .min, .max:
-            return extreme
+        case .count: return .attribute(.integer(Int64(count)))
+        case .sum: return .attribute(.decimal(decimal))
+        case .average: return count > 0 ? .attribute(.decimal(decimal / Decimal(count))) : .null
+        case .min, .max: return extreme
         }
     }
 }

@@ -295,10 +295,9 @@ public final class UndoManager: Sendable {
         }
     }
 
-    /// Stops following `context`, and removes its actions.
+    /// Stops following `context` (whose recorder removed its actions already).
     func detach(_ context: ManagedObjectContext) {
         state.withLock { state in state.contexts.removeAll { $0.context == nil || $0.context === context } }
-        removeActions(of: context)
     }
 
     /// Removes every change `context` registered (its rollback and reset).

@@ -14,8 +14,6 @@ struct DictionaryShape {
     struct Path: Hashable {
         let name: String
         let steps: [Step]
-        /// `"self"`: the object itself (for `count`).
-        var isSelf: Bool { steps.isEmpty }
         /// The attribute it ends at, if it does.
         var attributeType: AttributeType? {
             if case .attribute(_, let type)? = steps.last { return type }
