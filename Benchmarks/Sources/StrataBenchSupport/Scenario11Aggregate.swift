@@ -76,26 +76,18 @@ extension StrataWork {
 }
 
 extension RawStore {
-    /// The same sum with every row decoded into a record (the check of ``sumOfScores()``).
-    public func sumOfScoresDecoded() throws -> Double {
-        try read { txn in
-            var cursor: OpaquePointer?
-            try Self.check(mdb_cursor_open(txn, rows, &cursor), "mdb_cursor_open")
-            defer { mdb_cursor_close(cursor) }
-            var k = MDB_val(), v = MDB_val()
-            var sum = 0.0
-            var rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST)
-            while rc == MDB_SUCCESS {
-                sum += Self.decode(id: 0, v).score
-                rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)
-            }
-            if rc != MDB_NOTFOUND { try Self.check(rc, "mdb_cursor_get") }
-            return sum
-        }
-    }
-
     /// The sum of every row's score: one cursor walk, each score loaded in place.
     public func sumOfScores() throws -> Double {
+        try sumOverRows { value in Double(bitPattern: UInt64(littleEndian: value.mv_data.loadUnaligned(fromByteOffset: 8, as: UInt64.self))) }
+    }
+
+    /// The same sum with every row decoded into a record (the check of ``sumOfScores()``).
+    public func sumOfScoresDecoded() throws -> Double {
+        try sumOverRows { value in Self.decode(id: 0, value).score }
+    }
+
+    /// The sum of `term` over every row's value, in one cursor walk.
+    private func sumOverRows(_ term: (MDB_val) -> Double) throws -> Double {
         try read { txn in
             var cursor: OpaquePointer?
             try Self.check(mdb_cursor_open(txn, rows, &cursor), "mdb_cursor_open")
@@ -104,7 +96,7 @@ extension RawStore {
             var sum = 0.0
             var rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST)
             while rc == MDB_SUCCESS {
-                sum += Double(bitPattern: UInt64(littleEndian: v.mv_data.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+                sum += term(v)
                 rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)
             }
             if rc != MDB_NOTFOUND { try Self.check(rc, "mdb_cursor_get") }
