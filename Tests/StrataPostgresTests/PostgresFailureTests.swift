@@ -104,10 +104,13 @@ struct PostgresFailureTests {
     @Test("a save that outlives the statement timeout fails with timedOut, writes nothing and keeps its changes")
     func statementTimeout() async throws {
         let store = PostgresTestStore()
+        // The tables and the first note are made under the default timeout; only the instance
+        // that saves against the lock has a short one — long enough (2 s) that nothing but the
+        // held lock outlasts it on a loaded machine (300 ms was outlasted by the schema's DDL).
+        let id = try await PostgresSaveTests.savedNote(in: try await store.coordinator())
         var configuration = store.configuration
-        configuration.statementTimeout = .milliseconds(300)
+        configuration.statementTimeout = .seconds(2)
         let coordinator = try await store.coordinator(configuration: configuration)
-        let id = try await PostgresSaveTests.savedNote(in: coordinator)
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let failure = try await Self.whileRowLocked(store, key: try #require(id.primaryKey?.rawValue)) { _ in
             context.performAndWait { context -> StrataError? in
