@@ -65,7 +65,7 @@ faults: $(FAULTS)/libstrata_faults.so
 ## and overran its 60 s watchdog beside the other suites (at 69ec07d and acb35b9, no report);
 ## so do the lock and parent-child deadlock suites, `make test`'s other timed suites (the
 ## latter overran their 30 s watchdogs beside the rest at 46644f6, no report).
-TSAN_SUITES ?= Undo|DictionaryFetch|AsynchronousFetch|Context|Container|ObjectGraph|Coordinator|StoreFileConcurrency|FetchPlanner|QueryGeneration|GroupCommit|StoreIntegrity|MapFull|MigrationTests|MigrationCustomStage|BatchRequestTests|RemoteChangeMonitorTests|PersistentHistoryTests|EnvironmentClose|MetricsTests|TracingTests|StrataServiceTests|LiveResultsTests|StrataFixture
+TSAN_SUITES ?= Undo|DictionaryFetch|NumericAggregateRecord|AsynchronousFetch|Context|Container|ObjectGraph|Coordinator|StoreFileConcurrency|FetchPlanner|QueryGeneration|GroupCommit|StoreIntegrity|MapFull|MigrationTests|MigrationCustomStage|BatchRequestTests|RemoteChangeMonitorTests|PersistentHistoryTests|EnvironmentClose|MetricsTests|TracingTests|StrataServiceTests|LiveResultsTests|StrataFixture
 TSAN_MAIN_THREAD ?= $(TIMED_SUITES)
 TSAN_STRESS ?= ConcurrencyStress
 TSAN_TEST := STRATA_PG_PORT=$(STRATA_PG_PORT) TSAN_OPTIONS=halt_on_error=1 $(SWIFT) test --sanitize=thread --scratch-path .build-tsan

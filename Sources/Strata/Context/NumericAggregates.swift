@@ -16,18 +16,22 @@ struct NumericAggregates {
         var count = 0
         var integerSum: Int64 = 0
         var doubleSum: Double = 0
-        var overflowed = false
+        /// The sum's wraps past Int64: +1 for each past the top, -1 past the bottom. The
+        /// true sum is `integerSum` + `carries` × 2⁶⁴, so it fits when they cancel, in
+        /// whatever order the rows came.
+        var carries: Int64 = 0
+        var overflowed: Bool { carries != 0 }
         var integerExtreme: Int64 = 0
         var doubleExtreme: Double = 0
 
         @inline(__always)
         mutating func add(integer value: Int64) {
-            count += 1
+            count &+= 1
             switch function {
             case .count: break
             case .sum, .average:
                 let (sum, overflow) = integerSum.addingReportingOverflow(value)
-                if overflow { overflowed = true }
+                if overflow { carries &+= value < 0 ? -1 : 1 }
                 integerSum = sum
                 doubleSum += Double(value)
             case .min: if count == 1 || value < integerExtreme { integerExtreme = value }
@@ -37,16 +41,21 @@ struct NumericAggregates {
 
         @inline(__always)
         mutating func add(double value: Double) {
-            count += 1
+            count &+= 1
             switch function {
             case .count: break
             case .sum, .average: doubleSum += value
-            case .min, .max:
-                // In the order sorting uses: NaN after every number.
-                if count == 1 { doubleExtreme = value; return }
-                let order = FetchSorting.compare(.double(value), .double(doubleExtreme), .literal)
-                if function == .min ? order == .orderedAscending : order == .orderedDescending { doubleExtreme = value }
+            case .min, .max: take(extreme: value)
             }
+        }
+
+        /// Keeps `value` when it is a new minimum or maximum (kept out of the sums' loop).
+        @inline(never)
+        private mutating func take(extreme value: Double) {
+            // In the order sorting uses: NaN after every number.
+            if count == 1 { doubleExtreme = value; return }
+            let order = FetchSorting.compare(.double(value), .double(doubleExtreme), .literal)
+            if function == .min ? order == .orderedAscending : order == .orderedDescending { doubleExtreme = value }
         }
 
         /// The aggregate's value, as the general path makes it.
@@ -109,9 +118,8 @@ struct NumericAggregates {
         self.selfCounts = selfCounts
     }
 
-    /// The aggregates reading each field number of `storage`'s records: for field n,
-    /// `first[n]` is the first (-1 for none) and `next[i]` the one after aggregate i.
-    func fieldMap(of storage: EntityStorage) -> (first: [Int], next: [Int]) {
+    /// Which aggregates read each field of `storage`'s records.
+    func fieldMap(of storage: EntityStorage) -> FieldMap {
         var fields: [(field: UInt32, aggregate: Int)] = []
         for (index, name) in attributes.enumerated() {
             guard let name, let slot = storage.attributeSlot(named: name), let field = storage.attributes[slot].field else { continue }
@@ -123,91 +131,99 @@ struct NumericAggregates {
             next[index] = first[Int(field)]
             first[Int(field)] = index
         }
-        return (first, next)
+        let single = fields.count == 1 ? (number: UInt64(fields[0].field), target: fields[0].aggregate) : nil
+        return FieldMap(first: first, next: next, single: single)
     }
 
-    /// Adds one stored record of `storage`'s entity, whose field map is `first`/`next`
-    /// (``fieldMap(of:)``), to `accumulators` (this value's, lent out for a scan: see
-    /// ``withAccumulators(_:)``). Counts of `self` are not added here: the scan adds the
-    /// rows it visited.
+    /// Adds one stored record of an entity to `targets`, which say which aggregates read
+    /// which fields (``fieldMap(of:)``) and hold or reach their accumulators. Counts of
+    /// `self` are not added here: the scan adds the rows it visited. `key` is called for the
+    /// row's key only when its record turns out corrupt.
     ///
-    /// Every read is bounds-checked; field order is not validated here (a fetch of the
-    /// objects does that).
+    /// Every read is bounds-checked; the walk stops after the last field aggregated
+    /// (fields are stored in increasing number), and field order is not validated here (a
+    /// fetch of the objects does that).
     @inline(__always)
-    static func add(
-        record: UnsafeRawBufferPointer, first: UnsafeBufferPointer<Int>, next: UnsafeBufferPointer<Int>,
-        to accumulators: UnsafeMutableBufferPointer<Accumulator>, storage: EntityStorage, key: PrimaryKey
+    static func add<Targets: FieldTargets>(
+        record: UnsafeRawBufferPointer, to targets: inout Targets, storage: EntityStorage, key: () -> UInt64
     ) throws {
-        guard accumulate(record, first, next, accumulators) else { throw corrupt(storage, key.rawValue) }
-    }
-
-    /// ``add(record:first:next:to:storage:key:)`` for a row met by a cursor, whose key is
-    /// decoded only when its record turns out corrupt.
-    @inline(__always)
-    static func add(
-        record: UnsafeRawBufferPointer, first: UnsafeBufferPointer<Int>, next: UnsafeBufferPointer<Int>,
-        to accumulators: UnsafeMutableBufferPointer<Accumulator>, storage: EntityStorage, keyBytes: UnsafeRawBufferPointer
-    ) throws {
-        guard accumulate(record, first, next, accumulators) else {
-            throw corrupt(storage, PrimaryKey(encoded: keyBytes)?.rawValue ?? 0)
+        guard accumulate(record, &targets) else {
+            throw StrataError.corruptRecord(entity: storage.name, primaryKey: key(), reason: "the record's fields do not decode")
         }
     }
 
     /// Adds `record`'s aggregated fields; false when the record does not decode.
+    ///
+    /// The per-row loop of `sum(score)` over a million rows: written for the common record
+    /// (one-byte field heads, short varints) with wrapping arithmetic on offsets that are
+    /// bounds-checked before each read, so that it compiles to a few instructions a field.
     @inline(__always)
-    private static func accumulate(
-        _ record: UnsafeRawBufferPointer, _ first: UnsafeBufferPointer<Int>, _ next: UnsafeBufferPointer<Int>,
-        _ accumulators: UnsafeMutableBufferPointer<Accumulator>
-    ) -> Bool {
+    private static func accumulate<Targets: FieldTargets>(_ record: UnsafeRawBufferPointer, _ targets: inout Targets) -> Bool {
         // One pass over the fields, the cursor in locals (see RecordCodec for the format).
         let count = record.count
-        guard let base = record.baseAddress?.assumingMemoryBound(to: UInt8.self), count > 0, base[0] == RecordCodec.formatVersion
+        guard let base = record.baseAddress?.assumingMemoryBound(to: UInt8.self), count > 1, base[0] == RecordCodec.formatVersion
         else { return false }
-        var offset = 1
-        guard RecordWalker.varint(base, count, &offset) != nil else { return false }
+        // The record's version: one byte below 128.
+        var offset = 2
+        if base[1] >= 0x80 {
+            offset = 1
+            guard RecordWalker.skipVarint(base, count, &offset) else { return false }
+        }
+        let limit = targets.limit
         while offset < count {
-            guard let head = RecordWalker.varint(base, count, &offset) else { return false }
+            // A field head: one byte for field numbers below 8.
+            var head = UInt64(base[offset])
+            offset &+= 1
+            if head >= 0x80 {
+                offset &-= 1
+                guard let long = RecordWalker.varint(base, count, &offset) else { return false }
+                head = long
+            }
             let number = head >> 4
-            var target = number < UInt64(first.count) ? first[Int(number)] : -1
-            switch UInt8(head & 0xF) {
+            // Fields come in increasing number: past the last aggregated one, nothing is read.
+            guard number < limit else { return true }
+            let read = targets.reads(number)
+            switch UInt8(truncatingIfNeeded: head) & 0xF {
             case TagCode.integer:
+                guard read else {
+                    guard RecordWalker.skipVarint(base, count, &offset) else { return false }
+                    continue
+                }
                 guard let raw = RecordWalker.varint(base, count, &offset) else { return false }
-                guard target >= 0 else { continue }
-                let value = Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1)
-                while target >= 0 {
-                    accumulators[target].add(integer: value)
-                    target = next[target]
-                }
+                targets.add(integer: Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1), field: number)
             case TagCode.double:
-                guard count - offset >= 8 else { return false }
-                defer { offset += 8 }
-                guard target >= 0 else { continue }
-                let value = Double(bitPattern: UInt64(littleEndian: UnsafeRawPointer(base + offset).loadUnaligned(as: UInt64.self)))
-                while target >= 0 {
-                    accumulators[target].add(double: value)
-                    target = next[target]
+                guard count &- offset >= 8 else { return false }
+                if read {
+                    let value = Double(bitPattern: UInt64(littleEndian: UnsafeRawPointer(base + offset).loadUnaligned(as: UInt64.self)))
+                    targets.add(double: value, field: number)
                 }
+                offset &+= 8
             case TagCode.float:
-                guard count - offset >= 4 else { return false }
-                defer { offset += 4 }
-                guard target >= 0 else { continue }
-                let value = Float(bitPattern: UInt32(littleEndian: UnsafeRawPointer(base + offset).loadUnaligned(as: UInt32.self)))
-                while target >= 0 {
-                    accumulators[target].add(double: Double(value))
-                    target = next[target]
+                guard count &- offset >= 4 else { return false }
+                if read {
+                    let value = Float(bitPattern: UInt32(littleEndian: UnsafeRawPointer(base + offset).loadUnaligned(as: UInt32.self)))
+                    targets.add(double: Double(value), field: number)
                 }
+                offset &+= 4
             case TagCode.date:
-                guard count - offset >= 8 else { return false }
-                offset += 8
+                guard count &- offset >= 8 else { return false }
+                offset &+= 8
             case TagCode.falseValue, TagCode.trueValue:
                 continue
             case TagCode.uuid:
-                guard count - offset >= 16 else { return false }
-                offset += 16
+                guard count &- offset >= 16 else { return false }
+                offset &+= 16
             case TagCode.string, TagCode.uri, TagCode.decimal,
                  TagCode.binaryData, TagCode.transformable:
-                guard let length = RecordWalker.varint(base, count, &offset), length <= UInt64(count - offset) else { return false }
-                offset += Int(length)
+                var length = UInt64(offset < count ? base[offset] : 0x80)
+                offset &+= 1
+                if length >= 0x80 {
+                    offset &-= 1
+                    guard let long = RecordWalker.varint(base, count, &offset) else { return false }
+                    length = long
+                }
+                guard length <= UInt64(count &- offset) else { return false }
+                offset &+= Int(truncatingIfNeeded: length)
             default:
                 return false
             }
@@ -221,10 +237,6 @@ struct NumericAggregates {
     mutating func withAccumulators(_ body: (UnsafeMutableBufferPointer<Accumulator>) throws -> Int) rethrows {
         let visited = try accumulators.withUnsafeMutableBufferPointer { try body($0) }
         for index in selfCounts { accumulators[index].count += visited }
-    }
-
-    private static func corrupt(_ storage: EntityStorage, _ key: UInt64) -> StrataError {
-        .corruptRecord(entity: storage.name, primaryKey: key, reason: "the record's fields do not decode")
     }
 
     /// Adds a row as a snapshot (a server store's, or a parent's).
@@ -250,9 +262,108 @@ struct NumericAggregates {
     }
 }
 
+/// Which aggregates of a ``NumericAggregates`` read which fields of an entity's records,
+/// and where their accumulators are.
+protocol FieldTargets {
+    /// Fields numbered from here on are read by none.
+    var limit: UInt64 { get }
+    /// Whether an aggregate reads field `number` (below ``limit``).
+    func reads(_ number: UInt64) -> Bool
+    /// Adds field `number`'s integer value to the aggregates reading it.
+    mutating func add(integer value: Int64, field number: UInt64)
+    /// Adds field `number`'s floating-point value to the aggregates reading it.
+    mutating func add(double value: Double, field number: UInt64)
+}
+
+/// Which aggregates read each field of an entity's records.
+struct FieldMap {
+    /// For field n, `first[n]` is the first aggregate reading it (-1 for none).
+    let first: [Int]
+    /// For aggregate i, the next reading the same field (-1 for none).
+    let next: [Int]
+    /// The one field one aggregate reads, when that is all (a `sum(score)`): its own walk.
+    let single: (number: UInt64, target: Int)?
+
+    /// Calls `body` with this map's arrays as targets adding to `accumulators`.
+    func withManyFields<R>(
+        _ accumulators: UnsafeMutableBufferPointer<NumericAggregates.Accumulator>, _ body: (inout ManyFields) throws -> R
+    ) rethrows -> R {
+        try first.withUnsafeBufferPointer { first in
+            try next.withUnsafeBufferPointer { next in
+                var targets = ManyFields(firstOf: first, nextOf: next, accumulators: accumulators)
+                return try body(&targets)
+            }
+        }
+    }
+}
+
+/// One field read by one aggregate, whose accumulator it holds during a scan (in
+/// registers, its function's switch out of the loop), to be stored back after it.
+struct OneField: FieldTargets {
+    let number: UInt64
+    var accumulator: NumericAggregates.Accumulator
+    var limit: UInt64 { number &+ 1 }
+    @inline(__always) func reads(_ number: UInt64) -> Bool { number == self.number }
+    @inline(__always) mutating func add(integer value: Int64, field number: UInt64) { accumulator.add(integer: value) }
+    @inline(__always) mutating func add(double value: Double, field number: UInt64) { accumulator.add(double: value) }
+}
+
+/// Any fields, any aggregates: a ``FieldMap``'s arrays and the accumulators.
+struct ManyFields: FieldTargets {
+    let firstOf: UnsafeBufferPointer<Int>
+    let nextOf: UnsafeBufferPointer<Int>
+    let accumulators: UnsafeMutableBufferPointer<NumericAggregates.Accumulator>
+    var limit: UInt64 { UInt64(firstOf.count) }
+    @inline(__always) func reads(_ number: UInt64) -> Bool { firstOf[Int(truncatingIfNeeded: number)] >= 0 }
+
+    @inline(__always)
+    mutating func add(integer value: Int64, field number: UInt64) {
+        var target = firstOf[Int(truncatingIfNeeded: number)]
+        while target >= 0 {
+            accumulators[target].add(integer: value)
+            target = nextOf[target]
+        }
+    }
+
+    @inline(__always)
+    mutating func add(double value: Double, field number: UInt64) {
+        var target = firstOf[Int(truncatingIfNeeded: number)]
+        while target >= 0 {
+            accumulators[target].add(double: value)
+            target = nextOf[target]
+        }
+    }
+}
+
 /// Reading the varints of an encoded record in place (``RecordCodec``'s format), for
 /// scans that read a few fields of every row.
 enum RecordWalker {
+    /// Moves `offset` past the varint there; false when it runs past the end or past 64
+    /// bits (ten bytes).
+    @inline(__always)
+    static func skipVarint(_ base: UnsafePointer<UInt8>, _ count: Int, _ offset: inout Int) -> Bool {
+        // Eight bytes at once where eight remain: the first byte without its high bit ends it.
+        if count &- offset >= 8 {
+            let word = UInt64(littleEndian: UnsafeRawPointer(base + offset).loadUnaligned(as: UInt64.self))
+            let ends = ~word & 0x8080_8080_8080_8080
+            if ends != 0 {
+                offset &+= ends.trailingZeroBitCount &>> 3 &+ 1
+                return true
+            }
+        }
+        let end = min(count, offset &+ 10)
+        var at = offset
+        while at < end {
+            let byte = base[at]
+            at &+= 1
+            if byte < 0x80 {
+                offset = at
+                return true
+            }
+        }
+        return false
+    }
+
     /// The varint at `offset` of the `count` bytes at `base`, `offset` moved past it; nil
     /// when it runs past the end or past 64 bits.
     @inline(__always)

@@ -155,29 +155,43 @@ extension StoreReader where Transaction: ~Copyable {
                 try forEachMatch(plan) { storage, key, record in
                     guard let map = maps.first(where: { $0.storage === storage })?.map else { return }
                     visited += 1
-                    try map.first.withUnsafeBufferPointer { first in
-                        try map.next.withUnsafeBufferPointer { next in
-                            try NumericAggregates.add(record: record, first: first, next: next, to: accumulators, storage: storage, key: key)
-                        }
+                    try map.withManyFields(accumulators) { targets in
+                        try NumericAggregates.add(record: record, to: &targets, storage: storage) { key.rawValue }
                     }
                 }
                 return visited
             }
             return
         }
+        // The cursor loop written out, so that the walk of each record inlines into it (a
+        // scan's body is a call per row), once for each kind of targets.
+        func walk<Targets: FieldTargets>(_ rows: Database, _ targets: inout Targets, _ storage: EntityStorage) throws -> Int {
+            try transaction.pointee.withCursor(on: rows) { cursor in
+                var count = 0
+                var entry = try cursor.first()
+                while let (key, record) = entry {
+                    count &+= 1
+                    // (The key is decoded only to name a corrupt record.)
+                    try NumericAggregates.add(record: record, to: &targets, storage: storage) {
+                        PrimaryKey(encoded: key)?.rawValue ?? 0
+                    }
+                    entry = try cursor.next()
+                }
+                return count
+            }
+        }
         try aggregates.withAccumulators { accumulators in
             try StoreFile.translatingStorageErrors {
                 var visited = 0
                 for (storage, map) in maps {
                     guard let rows = storage.rows else { continue }
-                    try map.first.withUnsafeBufferPointer { first in
-                        try map.next.withUnsafeBufferPointer { next in
-                            visited += try transaction.pointee.scan(rows) { key, record in
-                                // (The key is decoded only to name a corrupt record.)
-                                try NumericAggregates.add(record: record, first: first, next: next, to: accumulators, storage: storage, keyBytes: key)
-                                return .continue
-                            }
-                        }
+                    if let (number, target) = map.single {
+                        var one = OneField(number: number, accumulator: accumulators[target])
+                        // Stored back whether the walk finishes or throws.
+                        defer { accumulators[target] = one.accumulator }
+                        visited += try walk(rows, &one, storage)
+                    } else {
+                        visited += try map.withManyFields(accumulators) { try walk(rows, &$0, storage) }
                     }
                 }
                 return visited
