@@ -318,18 +318,20 @@ struct ManyFields: FieldTargets {
 
     @inline(__always)
     mutating func add(integer value: Int64, field number: UInt64) {
-        var target = firstOf[Int(truncatingIfNeeded: number)]
-        while target >= 0 {
-            accumulators[target].add(integer: value)
-            target = nextOf[target]
-        }
+        forEachReading(number) { $0.add(integer: value) }
     }
 
     @inline(__always)
     mutating func add(double value: Double, field number: UInt64) {
+        forEachReading(number) { $0.add(double: value) }
+    }
+
+    /// Calls `body` with the accumulator of each aggregate reading field `number`.
+    @inline(__always)
+    private func forEachReading(_ number: UInt64, _ body: (inout NumericAggregates.Accumulator) -> Void) {
         var target = firstOf[Int(truncatingIfNeeded: number)]
         while target >= 0 {
-            accumulators[target].add(double: value)
+            body(&accumulators[target])
             target = nextOf[target]
         }
     }
