@@ -18,6 +18,12 @@ public final class GRDBStore: Sendable {
         path = directory + "/items.sqlite"
         var configuration = Configuration()
         configuration.maximumReaderCount = 10
+        // The writer waits out a passing lock as GRDB's pool readers do (their default): WAL
+        // mode still returns SQLITE_BUSY in its "obscure cases" (a connection closing and
+        // cleaning up the WAL, recovery), and once in a quick run the hot spot's
+        // `BEGIN IMMEDIATE` failed with "database is locked" under the default
+        // `.immediateError`. What a user of a pool would configure.
+        configuration.busyMode = .timeout(10)
         pool = try DatabasePool(path: path, configuration: configuration)
         // After the pool is open: GRDB sets `synchronous = NORMAL` when it turns WAL on,
         // after `prepareDatabase` runs. Only the writer connection writes, so only its
