@@ -84,8 +84,9 @@ extension LedgerWorker {
                 if let terminal = await shared.closeIfTerminal() {
                     emit("terminal \(terminal)")
                     await probeRefusals(save, root: root, main: main, known: known, coordinator: coordinator)
-                    try await shared.reopen()
-                    emit("reopened")
+                    // Announced before the other writers are let in again: a line written
+                    // after `reopen()` returned could follow their next terminal state.
+                    try await shared.reopen { self.emit("reopened") }
                 }
                 // A save whose commit reported a failure must not be in the store; if it
                 // is (the audit accepts one per writer), it is not acknowledged.
@@ -213,9 +214,9 @@ actor SharedLedgerStore {
         return terminal
     }
 
-    /// Removes the terminal store, lets go of it, adds the directory again, and lets the
-    /// waiting saves in.
-    func reopen() async throws {
+    /// Removes the terminal store, lets go of it, adds the directory again, calls
+    /// `reopened` (while no save can come in yet), and lets the waiting saves in.
+    func reopen(_ reopened: @Sendable () -> Void) async throws {
         defer {
             closed = false
             let waiting = entrants
@@ -225,5 +226,6 @@ actor SharedLedgerStore {
         if let old = store { try await coordinator.remove(old) }
         store = nil
         store = try await coordinator.addPersistentStore(type: .lmdb, at: url, options: options)
+        reopened()
     }
 }
