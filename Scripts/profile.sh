@@ -48,6 +48,7 @@ report "Strata faults, batch 1000, walked" "$(instructions faults "$work/strata-
 report "raw liblmdb fetch, all read" "$(instructions raw-fetch "$work/raw-$n")" "$(instructions raw-fetch "$work/raw-$((2 * n))")"
 report "Strata sum(score), dictionary" "$(instructions sum "$work/strata-$n")" "$(instructions sum "$work/strata-$((2 * n))")"
 report "raw liblmdb sum(score)" "$(instructions raw-sum "$work/raw-$n")" "$(instructions raw-sum "$work/raw-$((2 * n))")"
+report "Strata sum(rank), from its index" "$(instructions sum-indexed "$work/strata-$n")" "$(instructions sum-indexed "$work/strata-$((2 * n))")"
 
 # The save paths change the store: each run gets a fresh copy of the imported one. The
 # save alone is the run with it less the same run without it.

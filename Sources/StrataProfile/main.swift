@@ -11,6 +11,7 @@
 //   strata-profile raw-fetch DIRECTORY       every row decoded through liblmdb, every field read
 //   strata-profile sum DIRECTORY             sum(score) over every object: a dictionary fetch, nothing realised
 //   strata-profile raw-sum DIRECTORY         the same sum through liblmdb: a cursor walk, each score loaded
+//   strata-profile sum-indexed DIRECTORY     sum(rank) over every object: rank is indexed, so read from its index
 //   strata-profile query DIRECTORY           100 queries of 1% of the ranks each (indexed, sorted), every
 //                                            attribute read: every object once
 //   strata-profile pages N DIRECTORY        N queries of fetchLimit 20, each in its own performAndWait
@@ -161,12 +162,12 @@ func strataFetch(_ directory: String, batchSize: Int) throws {
     print("fetched \(count) objects, checksum \(checksum)")
 }
 
-func strataSum(_ directory: String) throws {
+func strataSum(_ directory: String, of attribute: String = "score") throws {
     let context = ManagedObjectContext(.privateQueue, coordinator: try openStrata(directory))
     let total = try context.performAndWait { context in
         var request = FetchRequest<[String: any Sendable]>(entityName: "Item")
         request.resultType = .dictionary
-        request.propertiesToFetch = [.expression(ExpressionDescription(name: "total", function: .sum, keyPath: "score"))]
+        request.propertiesToFetch = [.expression(ExpressionDescription(name: "total", function: .sum, keyPath: attribute))]
         return try context.fetch(request).first?["total"].map { "\($0)" } ?? "none"
     }
     print("summed \(total)")
@@ -499,6 +500,8 @@ do {
         RawStore(arguments.last!).fetch()
     case ("sum", 2):
         try strataSum(arguments.last!)
+    case ("sum-indexed", 2):
+        try strataSum(arguments.last!, of: "rank")
     case ("raw-sum", 2):
         RawStore(arguments.last!).sum()
     case ("pages", 3):

@@ -29,6 +29,9 @@ struct NumericAggregateRecordTests {
         @Attribute var maybe: Int32?
         @Attribute var small: Int16 = 0
         @Attribute var tail: String = ""
+        /// Indexed: aggregates of these alone are read from their indexes.
+        @Attribute(indexed: true) var rank: Int64 = 0
+        @Attribute(indexed: true) var level: Double?
     }
 
     static let model: ManagedObjectModel = {
@@ -42,6 +45,7 @@ struct NumericAggregateRecordTests {
     /// One row's values, as saved.
     struct Values: Sendable {
         var text: String, late: Double, big: Int64, maybe: Int32?, small: Int16, ratio: Float
+        var rank: Int64 = 0, level: Double?
     }
 
     /// `count` rows of seeded values: texts of 0 to 300 bytes (one- and two-byte lengths),
@@ -57,7 +61,9 @@ struct NumericAggregateRecordTests {
                 big: Bool.random(using: &random) ? magnitude : -magnitude,
                 maybe: index % 3 == 0 ? nil : Int32.random(in: Int32.min...Int32.max, using: &random),
                 small: Int16.random(in: Int16.min...Int16.max, using: &random),
-                ratio: Float(Int.random(in: -64...64, using: &random)) / 8)
+                ratio: Float(Int.random(in: -64...64, using: &random)) / 8,
+                rank: Int64(index) - 100,
+                level: index % 4 == 0 ? nil : Double(Int.random(in: -400...400, using: &random)) / 4)
         }
     }
 
@@ -84,6 +90,8 @@ struct NumericAggregateRecordTests {
                     wide.maybe = values.maybe
                     wide.small = values.small
                     wide.tail = values.text.isEmpty ? "" : "end"
+                    wide.rank = values.rank
+                    wide.level = values.level
                     try context.insert(wide)
                     return wide
                 }
@@ -203,6 +211,84 @@ struct NumericAggregateRecordTests {
         #expect(row["total"] as? Double == values.reduce(0) { $0 + $1.late })
     }
 
+    @Test("aggregates of one indexed attribute are read from its index, with no filter or one its ranges answer: the same values, counts of self and nil included, and no row read")
+    func fromTheIndex() async throws {
+        let directory = TemporaryDirectory()
+        let values = Self.values(400, seed: 32)
+        let (coordinator, ids) = try await Self.store(values, in: directory)
+        let aggregates: [(String, ExpressionDescription.Function, String)] = [
+            ("n", .count, "self"), ("present", .count, "level"), ("total", .sum, "level"),
+            ("mean", .average, "level"), ("low", .min, "level"), ("high", .max, "level"),
+        ]
+        func expected(_ rows: [Values]) -> (Int64, Int64, Double, Double?, Double?, Double?) {
+            let levels = rows.compactMap(\.level)
+            let total = levels.reduce(0, +)
+            return (Int64(rows.count), Int64(levels.count), total, levels.isEmpty ? nil : total / Double(levels.count), levels.min(), levels.max())
+        }
+        func check(_ row: Row, _ rows: [Values], _ label: String) {
+            let want = expected(rows)
+            #expect(row["n"] as? Int64 == want.0 && row["present"] as? Int64 == want.1, "\(label)")
+            #expect(row["total"] as? Double == want.2 && row["mean"] as? Double == want.3, "\(label)")
+            #expect(row["low"] as? Double == want.4 && row["high"] as? Double == want.5, "\(label)")
+        }
+        check(try await Self.fetch(Self.request(aggregates), on: coordinator), values, "all")
+        let picked: Set<Double> = [-50, 0.25, 12.5, 99]
+        let filters: [(String, @Sendable (Values) -> Bool)] = [
+            ("level >= -20.5 AND level < 40", { v in guard let level = v.level else { return false }; return level >= -20.5 && level < 40 }),
+            ("level > -20.5 AND level <= 40", { v in guard let level = v.level else { return false }; return level > -20.5 && level <= 40 }),
+            ("level IN {-50, 0.25, 12.5, 99}", { v in v.level.map(picked.contains) ?? false }),
+            ("level == nil", { v in v.level == nil }),
+        ]
+        for (format, test) in filters {
+            var request = Self.request(aggregates)
+            request.predicate = try FetchPredicate(format: format)
+            check(try await Self.fetch(request, on: coordinator), values.filter(test), format)
+        }
+        // An integer index: the sum of rank over a range.
+        var ranks = Self.request([("total", .sum, "rank"), ("n", .count, "rank")])
+        ranks.predicate = try FetchPredicate(format: "rank BETWEEN {0, 99}")
+        let rankRow = try await Self.fetch(ranks, on: coordinator)
+        #expect(rankRow["total"] as? Int64 == (0...99).reduce(0, +) && rankRow["n"] as? Int64 == 100)
+
+        // Damage one row's record: what the index answers alone (no filter, its ranges)
+        // still adds up, no row read; a filter it does not answer reads the rows, and
+        // meets the damaged one.
+        let file = try #require(coordinator.persistentStores.first?.file)
+        let rowsDatabase = try #require(file.entities["Wide"]?.rows)
+        let damagedKey = try #require(ids[5].primaryKey)
+        try file.environment.write { txn throws in try txn.put([0xDE, 0xAD], forKey: damagedKey.encoded, in: rowsDatabase) }
+        check(try await Self.fetch(Self.request(aggregates), on: coordinator), values, "all, a row damaged")
+        var picks = Self.request(aggregates)
+        picks.predicate = try FetchPredicate(format: "level IN {-50, 0.25, 12.5, 99}")
+        check(try await Self.fetch(picks, on: coordinator), values.filter { v in v.level.map(picked.contains) ?? false }, "IN, a row damaged")
+        var nils = Self.request(aggregates)
+        nils.predicate = try FetchPredicate(format: "level == nil")
+        check(try await Self.fetch(nils, on: coordinator), values.filter { $0.level == nil }, "nil, a row damaged")
+        #expect(try await Self.fetch(ranks, on: coordinator)["total"] as? Int64 == (0...99).reduce(0, +))
+        var mixed = Self.request([("total", .sum, "level")])
+        mixed.predicate = try FetchPredicate(format: "tail != 'never'")
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let error = await #expect(throws: StrataError.self) { try await context.perform { try $0.fetch(mixed) } }
+        #expect(error?.code == .corruptRecord)
+    }
+
+    @Test("an index entry that is not a number's fails an aggregate read from the index with corruptRecord")
+    func corruptIndexEntry() async throws {
+        let directory = TemporaryDirectory()
+        let (coordinator, _) = try await Self.store(Self.values(30, seed: 33), in: directory)
+        let file = try #require(coordinator.persistentStores.first?.file)
+        let storage = try #require(file.entities["Wide"])
+        let slot = try #require(storage.attributeSlot(named: "rank"))
+        let index = try #require(storage.attributes[slot].index)
+        // A value part of 3 bytes (present, but no 8-byte number), then a primary key.
+        try file.environment.write { txn throws in try txn.put([UInt8](), forKey: [0x01, 0x80, 0x00] + PrimaryKey(999)!.encoded, in: index) }
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let error = await #expect(throws: StrataError.self) {
+            try await context.perform { try $0.fetch(Self.request([("total", .sum, "rank")])) }
+        }
+        #expect(error?.code == .corruptRecord && error?.entityName == "Wide", "\(String(describing: error))")
+    }
+
     @Test("contexts summing at once while another saves see whole saves: each sum is the seeded total plus whole batches")
     func concurrentSums() async throws {
         let directory = TemporaryDirectory()
@@ -245,3 +331,4 @@ struct NumericAggregateRecordTests {
         #expect(last["total"] as? Double == base + 150)
     }
 }
+

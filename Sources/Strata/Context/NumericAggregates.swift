@@ -118,6 +118,13 @@ struct NumericAggregates {
         self.selfCounts = selfCounts
     }
 
+    /// The one attribute the aggregates of attributes read, when they all read the same
+    /// (besides counts of `self`): what an index of it can answer alone.
+    var onlyAttribute: String? {
+        let names = Set(attributes.compactMap { $0 })
+        return names.count == 1 ? names.first : nil
+    }
+
     /// Which aggregates read each field of `storage`'s records.
     func fieldMap(of storage: EntityStorage) -> FieldMap {
         var fields: [(field: UInt32, aggregate: Int)] = []

@@ -149,6 +149,7 @@ extension StoreReader where Transaction: ~Copyable {
         let maps = try store.fetchedEntities(plan.entityName, includesSubentities: plan.includesSubentities).map { storage in
             (storage: storage, map: aggregates.fieldMap(of: storage))
         }
+        if try accumulateFromIndex(plan, maps, into: &aggregates) { return }
         guard plan.residual == nil, case .fullScan = plan.path else {
             try aggregates.withAccumulators { accumulators in
                 var visited = 0
@@ -197,6 +198,91 @@ extension StoreReader where Transaction: ~Copyable {
                 return visited
             }
         }
+    }
+}
+
+extension StoreReader where Transaction: ~Copyable {
+    /// Adds the rows `plan` matches to `aggregates` from the entries of an index, no row
+    /// read, when that answers them: every aggregate of an attribute reads the same
+    /// numeric attribute, indexed in every entity searched, and the plan has no filter
+    /// or one that index answers alone (its ranges). An index holds one entry per row,
+    /// nil values included, so counts of `self` count entries. Returns false, having
+    /// added nothing, otherwise.
+    ///
+    /// - Throws: `corruptRecord` for an entry that is not a number's.
+    func accumulateFromIndex(_ plan: FetchPlan, _ maps: [(storage: EntityStorage, map: FieldMap)], into aggregates: inout NumericAggregates) throws -> Bool {
+        guard plan.residual == nil, let attribute = aggregates.onlyAttribute else { return false }
+        let ranges: IndexKeyRanges
+        switch plan.path {
+        case .fullScan: ranges = .all
+        case .indexScan(let scanned, _, _):
+            guard scanned == attribute else { return false }
+            ranges = plan.indexRanges
+        }
+        var walks: [(storage: EntityStorage, map: FieldMap, index: Database, isInteger: Bool, field: UInt64)] = []
+        for (storage, map) in maps where storage.rows != nil {
+            guard let slot = storage.attributeSlot(named: attribute), let index = storage.attributes[slot].index,
+                  let kind = storage.attributes[slot].indexKind, kind == .integer || kind == .double,
+                  let field = storage.attributes[slot].field
+            else { return false }
+            walks.append((storage, map, index, kind == .integer, UInt64(field)))
+        }
+        // The entries of each range, in place: a presence byte and 8 bytes of an ordered
+        // number (or the presence byte of nil alone), then the primary key's 8.
+        func walk<Targets: FieldTargets>(
+            _ index: Database, _ isInteger: Bool, _ field: UInt64, _ storage: EntityStorage, _ targets: inout Targets
+        ) throws -> Int {
+            var count = 0
+            for range in ranges.ranges {
+                let keys = range.keyRange
+                try transaction.pointee.withCursor(on: index) { cursor in
+                    var entry = try keys.lower.map { lower in try lower.withUnsafeBytes { try cursor.seek(atOrAfter: $0) } } ?? cursor.first()
+                    while let (key, _) = entry {
+                        if let upper = keys.upper, upper.withUnsafeBytes({ cursor.compare(key, $0) }) > 0 { break }
+                        guard key.count > 8 else { throw Self.corruptEntry(storage, index) }
+                        let value = UnsafeRawBufferPointer(rebasing: key[..<(key.count - 8)])
+                        if range.contains(encoded: value) {
+                            count &+= 1
+                            switch (value[0], value.count) {
+                            case (0x00, 1):
+                                break
+                            case (0x01, 9):
+                                let bits = UInt64(bigEndian: value.loadUnaligned(fromByteOffset: 1, as: UInt64.self))
+                                if isInteger {
+                                    targets.add(integer: Int64(bitPattern: bits ^ (1 << 63)), field: field)
+                                } else {
+                                    targets.add(double: IndexKeyEncoding.double(orderedBits: bits), field: field)
+                                }
+                            default:
+                                throw Self.corruptEntry(storage, index)
+                            }
+                        }
+                        entry = try cursor.next()
+                    }
+                }
+            }
+            return count
+        }
+        try aggregates.withAccumulators { accumulators in
+            try StoreFile.translatingStorageErrors {
+                var visited = 0
+                for (storage, map, index, isInteger, field) in walks {
+                    if let (number, target) = map.single {
+                        var one = OneField(number: number, accumulator: accumulators[target])
+                        defer { accumulators[target] = one.accumulator }
+                        visited += try walk(index, isInteger, field, storage, &one)
+                    } else {
+                        visited += try map.withManyFields(accumulators) { try walk(index, isInteger, field, storage, &$0) }
+                    }
+                }
+                return visited
+            }
+        }
+        return true
+    }
+
+    private static func corruptEntry(_ storage: EntityStorage, _ index: Database) -> StrataError {
+        .corruptRecord(entity: storage.name, primaryKey: 0, reason: "\(index) holds an entry that is not a number's")
     }
 }
 

@@ -152,9 +152,13 @@ enum IndexKeyEncoding {
     }
 
     private static func readOrderedDouble(_ bytes: UnsafeRawBufferPointer, at offset: inout Int) throws(IndexKeyDecodingError) -> Double {
-        let ordered = try readBigEndian(bytes, at: &offset)
-        let bits = ordered & (1 << 63) != 0 ? ordered & ~(1 << 63) : ~ordered
-        return Double(bitPattern: bits)
+        double(orderedBits: try readBigEndian(bytes, at: &offset))
+    }
+
+    /// The double whose ``orderedBits(_:)`` are `ordered`.
+    @inline(__always)
+    static func double(orderedBits ordered: UInt64) -> Double {
+        Double(bitPattern: ordered & (1 << 63) != 0 ? ordered & ~(1 << 63) : ~ordered)
     }
 
     private static func appendBigEndian(_ value: UInt64, to bytes: inout [UInt8]) {

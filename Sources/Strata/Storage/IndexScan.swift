@@ -60,6 +60,26 @@ struct IndexKeyRange: Sendable, Hashable {
     /// Whether `value` lies in the range.
     func contains(_ value: [UInt8]) -> Bool { isAboveLower(value) && isBelowUpper(value) }
 
+    /// Whether the encoded value `value`, read in place, lies in the range.
+    func contains(encoded value: UnsafeRawBufferPointer) -> Bool {
+        if let lower {
+            let order = lower.withUnsafeBytes { Self.compare(value, $0) }
+            if order < 0 || (order == 0 && !includesLower) { return false }
+        }
+        if let upper {
+            let order = upper.withUnsafeBytes { Self.compare(value, $0) }
+            if order > 0 || (order == 0 && !includesUpper) { return false }
+        }
+        return true
+    }
+
+    /// The keys of an index holding this range's values: every primary key after the
+    /// largest value, for values no longer than ``IndexLayout/maximumValueLength`` (the
+    /// range is checked again on each value, ``contains(encoded:)``).
+    var keyRange: KeyRange {
+        KeyRange(lower: lower, upper: upper.map { $0 + Array(repeating: 0xFF, count: 9) }, includesUpper: true)
+    }
+
     /// The values in both ranges.
     func intersection(_ other: IndexKeyRange) -> IndexKeyRange {
         var result = self
