@@ -219,11 +219,35 @@ struct DictionaryFetchTests {
             let rows = try child.fetch(request)
             #expect(rows.map { $0["title"] as? String } == ["b", "c", "d", "e", "z"])
             #expect(rows.map { $0["total"] as? Int64 } == [2, 3, 4, 0, 1])
+            // Sorted by an aggregate's name, which the parent does not know as a key.
+            var byTotal = Self.request(["folder.name", Self.expression("total", .sum, "priority")])
+            byTotal.propertiesToGroupBy = ["folder.name"]
+            byTotal.sortDescriptors = [FetchSortDescriptor(key: "total", ascending: false)]
+            let totals = try child.fetch(byTotal).map { $0["total"].map { "\($0)" } }
+            #expect(totals == ["6", "4"])   // Inbox 1 + 2 + 3 (a renamed), Work 4 + 0
             var plain = Self.request(["title"])
             plain.sortDescriptors = [FetchSortDescriptor(key: "title", ascending: false)]
             plain.fetchLimit = 2
             let holds191 = try child.fetch(plain).map { $0["title"] as? String } == ["z", "e"]
             #expect(holds191)
+        }
+    }
+
+    @Test("min and max of an indexed text longer than the index holds come from the rows, right, not from the cut index entries")
+    func longIndexedText() async throws {
+        let directory = TemporaryDirectory()
+        let coordinator = try await ContextReference.lmdb(in: directory.url)
+        let prefix = String(repeating: "p", count: 600)
+        _ = try await ContextReference.saveNotes([(prefix + "b", 1), (prefix + "c", 2), (prefix + "a", 3), ("short", 4)], on: coordinator)
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try await context.perform { context in
+            let row = try context.fetch(Self.request([Self.expression("low", .min, "title"), Self.expression("high", .max, "title")]))[0]
+            let (low, high) = (row["low"] as? String, row["high"] as? String)
+            #expect(low == prefix + "a" && high == "short")
+            var long = Self.request([Self.expression("high", .max, "title")])
+            long.predicate = try FetchPredicate(format: "title != 'short'")
+            let highest = try context.fetch(long)[0]["high"] as? String
+            #expect(highest == prefix + "c")
         }
     }
 

@@ -272,6 +272,23 @@ struct NumericAggregateRecordTests {
         #expect(error?.code == .corruptRecord)
     }
 
+    @Test("rows grouped by a value that is NaN for some make one group of them, beside the others")
+    func nanGroups() async throws {
+        let directory = TemporaryDirectory()
+        var values = Self.values(12, seed: 34)
+        for index in values.indices { values[index].level = index % 3 == 0 ? .nan : Double(index % 2) }
+        let (coordinator, _) = try await Self.store(values, in: directory)
+        var request = FetchRequest<Row>(entityName: "Wide")
+        request.resultType = .dictionary
+        request.propertiesToFetch = ["level", .expression(ExpressionDescription(name: "n", function: .count, keyPath: "self"))]
+        request.propertiesToGroupBy = ["level"]
+        request.sortDescriptors = [FetchSortDescriptor(key: "level")]
+        let rows = try await ManagedObjectContext(.privateQueue, coordinator: coordinator).perform { try $0.fetch(request) }
+        let counts = rows.map { $0["n"].map { "\($0)" } ?? "-" }
+        let levels = rows.map { $0["level"].map { "\($0)" } ?? "-" }
+        #expect(levels == ["0.0", "1.0", "nan"] && counts == ["4", "4", "4"], "\(rows)")
+    }
+
     @Test("an index entry that is not a number's fails an aggregate read from the index with corruptRecord")
     func corruptIndexEntry() async throws {
         let directory = TemporaryDirectory()

@@ -41,46 +41,41 @@ extension ManagedObjectContext {
                 return try completion.call(context, results)
             }
         }
-        // Step 1: the matching objects, as IDs (no row read for them).
-        let (hold, ids) = try await perform { context in
+        // Step 1: the matching objects, as faults. A fetch that merges unsaved changes
+        // reads rows; they are kept for the batches, not applied here.
+        let (hold, total) = try await perform { context in
             var idRequest = fetch
             idRequest.returnsObjectsAsFaults = true
             idRequest.fetchBatchSize = 0
             idRequest.relationshipKeyPathsForPrefetching = []
-            let objects = try context.graph.fetchObjects(idRequest)
-            return (context.graph.hold(objects), objects.map(\.objectID))
+            var rows = DeferredRows()
+            let objects = try context.graph.fetchObjects(idRequest, deferringRows: true, readingRows: false, rows: &rows)
+            report?(FetchProgress(completed: 0, total: objects.count))
+            return (context.graph.hold(objects, rows: rows), objects.count)
         }
         do {
-            report?(FetchProgress(completed: 0, total: ids.count))
-            // Steps 2…: a batch of objects read in each.
+            // Steps 2…: a batch of objects read in each (and what it prefetches), queued
+            // behind the blocks already waiting, so that they run in between — on the
+            // context's own queue too.
             let batch = max(1, request.batchSize)
             var start = 0
-            while start < ids.count {
+            while start < total {
                 try Task.checkCancellation()
-                let end = min(ids.count, start + batch)
-                try await perform { context in
-                    try context.graph.readHeld(hold, range: start..<end)
+                let end = min(total, start + batch)
+                try await perform(schedule: .enqueued) { context in
+                    try context.graph.readHeld(hold, range: start..<end, prefetching: fetch.relationshipKeyPathsForPrefetching)
+                    report?(FetchProgress(completed: end, total: total))
                 }
                 start = end
-                report?(FetchProgress(completed: end, total: ids.count))
             }
             try Task.checkCancellation()
-            return try await perform { context in
-                defer { context.graph.release(hold) }
-                let objects = context.graph.held(hold)
-                if !fetch.relationshipKeyPathsForPrefetching.isEmpty {
-                    try context.graph.prepareFetched(objects, rows: DeferredRows(), for: fetch)
-                }
-                let typed = objects.compactMap { $0 as? Result }
-                guard typed.count == objects.count else {
-                    throw StrataError.typeMismatch(
-                        key: "resultType", entity: fetch.entityName, expected: "\(Result.self)",
-                        actual: objects.first { !($0 is Result) }.map { "\(type(of: $0))" } ?? "?")
-                }
-                return try completion.call(context, typed)
+            return try await perform(schedule: .enqueued) { context in
+                let objects = try context.graph.releaseHeld(hold)
+                return try completion.call(context, try context.graph.typed(objects, fetch))
             }
         } catch {
-            await perform { context in context.graph.release(hold) }
+            // (Whatever step failed; letting go of a hold already let go does nothing.)
+            await perform { context in _ = try? context.graph.releaseHeld(hold) }
             throw error
         }
     }
@@ -99,28 +94,32 @@ private struct IsolatedCompletion<Result, T>: @unchecked Sendable {
 }
 
 extension ObjectGraph {
-    /// Holds `objects` (strongly) for an asynchronous fetch until ``release(_:)``; returns
-    /// the hold's number.
-    func hold(_ objects: [ManagedObject]) -> Int {
+    /// Holds `objects` (strongly) for an asynchronous fetch, with the rows its first
+    /// step read for them, until ``releaseHeld(_:)``; returns the hold's number.
+    func hold(_ objects: [ManagedObject], rows: DeferredRows) -> Int {
         batching.lastHold += 1
-        batching.holds[batching.lastHold] = objects
+        batching.holds[batching.lastHold] = (objects, rows)
         return batching.lastHold
     }
 
-    /// The objects of hold `number`.
-    func held(_ number: Int) -> [ManagedObject] {
-        batching.holds[number] ?? []
+    /// Reads the faults among the objects of hold `number` in `range` together (from the
+    /// rows the first step kept, or the store), then prefetches `paths` for them.
+    func readHeld(_ number: Int, range: Range<Int>, prefetching paths: [String]) throws {
+        guard let (objects, rows) = batching.holds[number], range.upperBound <= objects.count else { return }
+        let slice = Array(objects[range])
+        try fulfilFaults(slice, rows: rows)
+        if !paths.isEmpty { try prefetch(paths, for: slice) }
     }
 
-    /// Reads the faults among the objects of hold `number` in `range`, together.
-    func readHeld(_ number: Int, range: Range<Int>) throws {
-        guard let objects = batching.holds[number], range.upperBound <= objects.count else { return }
-        let faults = objects[range].filter { $0.faultState == .fault }
-        if !faults.isEmpty { try fulfilFaults(Array(faults)) }
-    }
-
-    /// Lets go of hold `number`.
-    func release(_ number: Int) {
-        batching.holds[number] = nil
+    /// Lets go of hold `number` and returns its objects.
+    ///
+    /// - Throws: `invalidObjectState` when the context was reset while the fetch ran (its
+    ///   objects no longer belong to it).
+    func releaseHeld(_ number: Int) throws -> [ManagedObject] {
+        let objects = batching.holds.removeValue(forKey: number)?.objects ?? []
+        if let stray = objects.first(where: { $0.owner !== self }) {
+            throw StrataError.invalidObjectState(stray.objectID, reason: "the context was reset while an asynchronous fetch of it ran")
+        }
+        return objects
     }
 }

@@ -291,6 +291,19 @@ struct FieldMap {
     /// The one field one aggregate reads, when that is all (a `sum(score)`): its own walk.
     let single: (number: UInt64, target: Int)?
 
+    /// Runs a walk of records or entries over this map's targets and returns its count:
+    /// `one` when one field is read by one aggregate (its accumulator held by the walk,
+    /// stored back however the walk ends), `many` otherwise.
+    func walk(
+        adding accumulators: UnsafeMutableBufferPointer<NumericAggregates.Accumulator>,
+        one: (inout OneField) throws -> Int, many: (inout ManyFields) throws -> Int
+    ) rethrows -> Int {
+        guard let (number, target) = single else { return try withManyFields(accumulators, many) }
+        var targets = OneField(number: number, accumulator: accumulators[target])
+        defer { accumulators[target] = targets.accumulator }
+        return try one(&targets)
+    }
+
     /// Calls `body` with this map's arrays as targets adding to `accumulators`.
     func withManyFields<R>(
         _ accumulators: UnsafeMutableBufferPointer<NumericAggregates.Accumulator>, _ body: (inout ManyFields) throws -> R

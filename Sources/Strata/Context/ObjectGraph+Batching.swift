@@ -12,8 +12,9 @@ struct FaultBatching {
     /// fetch has the values of one moment (one LMDB snapshot). A refresh, a merge or the
     /// staleness interval drops a kept row.
     var fetchedRows: [ObjectIdentityKey: (row: FetchedRow, readAt: ContinuousClock.Instant)] = [:]
-    /// The objects asynchronous fetches hold between their steps, by hold number.
-    var holds: [Int: [ManagedObject]] = [:]
+    /// The objects asynchronous fetches hold between their steps, and the rows their
+    /// first step read but did not apply yet, by hold number.
+    var holds: [Int: (objects: [ManagedObject], rows: DeferredRows)] = [:]
     var lastHold = 0
 }
 

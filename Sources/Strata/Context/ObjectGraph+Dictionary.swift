@@ -88,6 +88,9 @@ extension ObjectGraph {
                 var upstream = request.objectRequest()
                 upstream.fetchLimit = 0
                 upstream.fetchOffset = 0
+                // Rows are grouped or sorted here; the descriptors may name result keys
+                // (an aggregate's name) the parent would not know.
+                upstream.sortDescriptors = []
                 for rows in try upstreamFetch(upstream) { try add(rows, columns: columns, to: &table, skipping: isExcluded) }
             }
         } else {
@@ -147,7 +150,10 @@ extension ObjectGraph {
     /// Whether an index entry decodes to a value of `type` exactly as its record holds it.
     private static func indexHoldsValues(of type: AttributeType) -> Bool {
         switch type {
-        case .integer16, .integer32, .integer64, .double, .string, .date, .uuid, .uri: true
+        // Fixed-width values only: an index cuts longer strings and URLs at
+        // `IndexLayout.maximumValueLength` bytes, and orders values that share the cut
+        // prefix by primary key, so its ends do not hold them.
+        case .integer16, .integer32, .integer64, .double, .date, .uuid: true
         default: false
         }
     }
@@ -488,11 +494,41 @@ struct FieldColumns {
     }
 }
 
+/// The values of a group's key, NaN equal to NaN (sorting puts them together, and a
+/// group of NaN is one group), everything else as `ResultValue`'s own equality.
+struct GroupKey: Hashable {
+    let values: [ResultValue]
+
+    static func == (lhs: GroupKey, rhs: GroupKey) -> Bool {
+        lhs.values.count == rhs.values.count && zip(lhs.values, rhs.values).allSatisfy { $0 == $1 || ($0.isNaN && $1.isNaN) }
+    }
+
+    func hash(into hasher: inout Hasher) {
+        for value in values {
+            if value.isNaN { hasher.combine(Double.nan.bitPattern) } else { hasher.combine(value) }
+        }
+    }
+}
+
+extension ResultValue {
+    /// Whether the value is a NaN double or float, or a date whose time is NaN.
+    var isNaN: Bool {
+        switch self {
+        case .attribute(.double(let value)): value.isNaN
+        case .attribute(.float(let value)): value.isNaN
+        case .attribute(.date(let value)): value.timeIntervalSinceReferenceDate.isNaN
+        default: false
+        }
+    }
+}
+
 /// Groups of rows and their aggregates' running values.
 struct Groups {
     private let shape: DictionaryShape
-    private var order: [[ResultValue]] = []
-    private var accumulators: [[ResultValue]: [Accumulator]] = [:]
+    /// Each group's key and accumulators, in the order the groups were first met.
+    private var groups: [(key: [ResultValue], accumulators: [Accumulator])] = []
+    /// Where each group is in ``groups``.
+    private var positions: [GroupKey: Int] = [:]
     /// The accumulators of the one group of a fetch without grouped key paths.
     private var single: [Accumulator]?
 
@@ -513,17 +549,21 @@ struct Groups {
             return
         }
         let key = shape.groups.map(value)
-        if accumulators[key] == nil {
-            order.append(key)
-            accumulators[key] = Self.accumulators(shape)
+        let position: Int
+        if let found = positions[GroupKey(values: key)] {
+            position = found
+        } else {
+            position = groups.count
+            positions[GroupKey(values: key)] = position
+            groups.append((key, Self.accumulators(shape)))
         }
-        for index in shape.aggregates.indices { accumulators[key]![index].add(value(shape.aggregates[index].path)) }
+        for index in shape.aggregates.indices { groups[position].accumulators[index].add(value(shape.aggregates[index].path)) }
     }
 
     /// Each group's result values, in the order the groups were first met: the grouped
     /// key paths fetched, then the aggregates (``DictionaryShape/resultNames``' order).
     func results() throws -> [[ResultValue]] {
-        let groups: [(key: [ResultValue], accumulators: [Accumulator])] = single.map { [([], $0)] } ?? order.map { ($0, accumulators[$0]!) }
+        let groups = single.map { [(key: [ResultValue](), accumulators: $0)] } ?? self.groups
         return try groups.map { group in
             let aggregates = try group.accumulators.map { try $0.value() }
             return shape.outputs.map { output in

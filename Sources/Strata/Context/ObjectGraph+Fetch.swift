@@ -215,7 +215,7 @@ extension ObjectGraph {
     }
 
     /// `objects` as the request's element type.
-    private func typed<Result>(_ objects: [ManagedObject], _ request: FetchRequest<Result>) throws -> [Result] {
+    func typed<Result>(_ objects: [ManagedObject], _ request: FetchRequest<Result>) throws -> [Result] {
         if Result.self == ManagedObject.self, let objects = objects as? [Result] { return objects }
         // Objects all of one class, which is a `Result`, are the array as it is (a
         // cast of each object to a generic type is slow): class references have

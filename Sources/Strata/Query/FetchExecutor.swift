@@ -137,11 +137,21 @@ extension StoreReader where Transaction: ~Copyable {
     }
 }
 
+/// Where the numeric aggregates of one entity are read from (``StoreReader/accumulate(_:into:)``).
+enum AggregateSource {
+    /// Every record of the entity's rows database, walked in place.
+    case records(Database)
+    /// The entries of an index of a number (integer or double) in `ranges`: the number
+    /// of stored field `field`.
+    case index(Database, isInteger: Bool, field: UInt64, ranges: IndexKeyRanges)
+}
+
 extension StoreReader where Transaction: ~Copyable {
     /// Adds every row `plan`'s filter accepts to `aggregates`. With no filter, each
-    /// entity's rows are walked by one cursor and their records read in place, the
-    /// aggregated fields alone decoded (``NumericAggregates``); with one, the rows the
-    /// filter accepts (``forEachMatch(_:_:)``).
+    /// entity's records are walked by one cursor and read in place, the aggregated fields
+    /// alone decoded (``NumericAggregates``) — or, when the aggregates read one indexed
+    /// number, its index's entries (``indexSources(_:_:aggregates:)``); with a filter, the
+    /// rows it accepts (``forEachMatch(_:_:)``).
     ///
     /// - Throws: as ``execute(_:sink:)``.
     func accumulate(_ plan: FetchPlan, into aggregates: inout NumericAggregates) throws {
@@ -149,8 +159,12 @@ extension StoreReader where Transaction: ~Copyable {
         let maps = try store.fetchedEntities(plan.entityName, includesSubentities: plan.includesSubentities).map { storage in
             (storage: storage, map: aggregates.fieldMap(of: storage))
         }
-        if try accumulateFromIndex(plan, maps, into: &aggregates) { return }
-        guard plan.residual == nil, case .fullScan = plan.path else {
+        let sources: [(storage: EntityStorage, map: FieldMap, source: AggregateSource)]
+        if let fromIndex = indexSources(plan, maps, aggregates: aggregates) {
+            sources = fromIndex
+        } else if plan.residual == nil, case .fullScan = plan.path {
+            sources = maps.compactMap { storage, map in storage.rows.map { (storage, map, .records($0)) } }
+        } else {
             try aggregates.withAccumulators { accumulators in
                 var visited = 0
                 try forEachMatch(plan) { storage, key, record in
@@ -164,121 +178,110 @@ extension StoreReader where Transaction: ~Copyable {
             }
             return
         }
-        // The cursor loop written out, so that the walk of each record inlines into it (a
-        // scan's body is a call per row), once for each kind of targets.
-        func walk<Targets: FieldTargets>(_ rows: Database, _ targets: inout Targets, _ storage: EntityStorage) throws -> Int {
-            try transaction.pointee.withCursor(on: rows) { cursor in
-                var count = 0
-                var entry = try cursor.first()
-                while let (key, record) = entry {
-                    count &+= 1
-                    // (The key is decoded only to name a corrupt record.)
-                    try NumericAggregates.add(record: record, to: &targets, storage: storage) {
-                        PrimaryKey(encoded: key)?.rawValue ?? 0
-                    }
-                    entry = try cursor.next()
-                }
-                return count
+        // The walks, generic over the targets so that each kind gets a loop of its own.
+        func walk<Targets: FieldTargets>(_ source: AggregateSource, _ storage: EntityStorage, _ targets: inout Targets) throws -> Int {
+            switch source {
+            case .records(let rows): try walkRecords(rows, storage, &targets)
+            case .index(let index, let isInteger, let field, let ranges): try walkIndex(index, isInteger, field, ranges, storage, &targets)
             }
         }
         try aggregates.withAccumulators { accumulators in
             try StoreFile.translatingStorageErrors {
-                var visited = 0
-                for (storage, map) in maps {
-                    guard let rows = storage.rows else { continue }
-                    if let (number, target) = map.single {
-                        var one = OneField(number: number, accumulator: accumulators[target])
-                        // Stored back whether the walk finishes or throws.
-                        defer { accumulators[target] = one.accumulator }
-                        visited += try walk(rows, &one, storage)
-                    } else {
-                        visited += try map.withManyFields(accumulators) { try walk(rows, &$0, storage) }
-                    }
+                try sources.reduce(0) { visited, source in
+                    try visited + source.map.walk(
+                        adding: accumulators,
+                        one: { try walk(source.source, source.storage, &$0) },
+                        many: { try walk(source.source, source.storage, &$0) })
                 }
-                return visited
             }
         }
     }
-}
 
-extension StoreReader where Transaction: ~Copyable {
-    /// Adds the rows `plan` matches to `aggregates` from the entries of an index, no row
-    /// read, when that answers them: every aggregate of an attribute reads the same
-    /// numeric attribute, indexed in every entity searched, and the plan has no filter
-    /// or one that index answers alone (its ranges). An index holds one entry per row,
-    /// nil values included, so counts of `self` count entries. Returns false, having
-    /// added nothing, otherwise.
-    ///
-    /// - Throws: `corruptRecord` for an entry that is not a number's.
-    func accumulateFromIndex(_ plan: FetchPlan, _ maps: [(storage: EntityStorage, map: FieldMap)], into aggregates: inout NumericAggregates) throws -> Bool {
-        guard plan.residual == nil, let attribute = aggregates.onlyAttribute else { return false }
+    /// Where each entity's aggregates are read from when an index answers them: every
+    /// aggregate of an attribute reads the same numeric attribute, indexed in every
+    /// entity searched, and the plan has no filter or one that index answers alone (its
+    /// ranges). An index holds one entry per row, nil values included, so counts of
+    /// `self` count entries. Nil otherwise.
+    func indexSources(
+        _ plan: FetchPlan, _ maps: [(storage: EntityStorage, map: FieldMap)], aggregates: NumericAggregates
+    ) -> [(storage: EntityStorage, map: FieldMap, source: AggregateSource)]? {
+        guard plan.residual == nil, let attribute = aggregates.onlyAttribute else { return nil }
         let ranges: IndexKeyRanges
         switch plan.path {
         case .fullScan: ranges = .all
         case .indexScan(let scanned, _, _):
-            guard scanned == attribute else { return false }
+            guard scanned == attribute else { return nil }
             ranges = plan.indexRanges
         }
-        var walks: [(storage: EntityStorage, map: FieldMap, index: Database, isInteger: Bool, field: UInt64)] = []
+        var sources: [(storage: EntityStorage, map: FieldMap, source: AggregateSource)] = []
         for (storage, map) in maps where storage.rows != nil {
             guard let slot = storage.attributeSlot(named: attribute), let index = storage.attributes[slot].index,
                   let kind = storage.attributes[slot].indexKind, kind == .integer || kind == .double,
                   let field = storage.attributes[slot].field
-            else { return false }
-            walks.append((storage, map, index, kind == .integer, UInt64(field)))
+            else { return nil }
+            sources.append((storage, map, .index(index, isInteger: kind == .integer, field: UInt64(field), ranges: ranges)))
         }
-        // The entries of each range, in place: a presence byte and 8 bytes of an ordered
-        // number (or the presence byte of nil alone), then the primary key's 8.
-        func walk<Targets: FieldTargets>(
-            _ index: Database, _ isInteger: Bool, _ field: UInt64, _ storage: EntityStorage, _ targets: inout Targets
-        ) throws -> Int {
+        return sources
+    }
+
+    /// Adds every record of `rows` to `targets`; the number of rows. The cursor loop is
+    /// written out so that the walk of each record inlines into it (a scan's body is a
+    /// call per row).
+    private func walkRecords<Targets: FieldTargets>(_ rows: Database, _ storage: EntityStorage, _ targets: inout Targets) throws -> Int {
+        try transaction.pointee.withCursor(on: rows) { cursor in
             var count = 0
-            for range in ranges.ranges {
-                let keys = range.keyRange
-                try transaction.pointee.withCursor(on: index) { cursor in
-                    var entry = try keys.lower.map { lower in try lower.withUnsafeBytes { try cursor.seek(atOrAfter: $0) } } ?? cursor.first()
-                    while let (key, _) = entry {
-                        if let upper = keys.upper, upper.withUnsafeBytes({ cursor.compare(key, $0) }) > 0 { break }
-                        guard key.count > 8 else { throw Self.corruptEntry(storage, index) }
-                        let value = UnsafeRawBufferPointer(rebasing: key[..<(key.count - 8)])
-                        if range.contains(encoded: value) {
-                            count &+= 1
-                            switch (value[0], value.count) {
-                            case (0x00, 1):
-                                break
-                            case (0x01, 9):
-                                let bits = UInt64(bigEndian: value.loadUnaligned(fromByteOffset: 1, as: UInt64.self))
-                                if isInteger {
-                                    targets.add(integer: Int64(bitPattern: bits ^ (1 << 63)), field: field)
-                                } else {
-                                    targets.add(double: IndexKeyEncoding.double(orderedBits: bits), field: field)
-                                }
-                            default:
-                                throw Self.corruptEntry(storage, index)
-                            }
-                        }
-                        entry = try cursor.next()
-                    }
+            var entry = try cursor.first()
+            while let (key, record) = entry {
+                count &+= 1
+                // (The key is decoded only to name a corrupt record.)
+                try NumericAggregates.add(record: record, to: &targets, storage: storage) {
+                    PrimaryKey(encoded: key)?.rawValue ?? 0
                 }
+                entry = try cursor.next()
             }
             return count
         }
-        try aggregates.withAccumulators { accumulators in
-            try StoreFile.translatingStorageErrors {
-                var visited = 0
-                for (storage, map, index, isInteger, field) in walks {
-                    if let (number, target) = map.single {
-                        var one = OneField(number: number, accumulator: accumulators[target])
-                        defer { accumulators[target] = one.accumulator }
-                        visited += try walk(index, isInteger, field, storage, &one)
-                    } else {
-                        visited += try map.withManyFields(accumulators) { try walk(index, isInteger, field, storage, &$0) }
+    }
+
+    /// Adds the numbers of the entries of `index` in `ranges` to `targets`, as values of
+    /// field `field`; the number of entries. Each is read in place: a presence byte and 8
+    /// bytes of an ordered number (``IndexKeyEncoding``), or the presence byte of nil
+    /// alone, then the primary key's 8.
+    ///
+    /// - Throws: `corruptRecord` for an entry that is not a number's.
+    private func walkIndex<Targets: FieldTargets>(
+        _ index: Database, _ isInteger: Bool, _ field: UInt64, _ ranges: IndexKeyRanges, _ storage: EntityStorage, _ targets: inout Targets
+    ) throws -> Int {
+        var count = 0
+        for range in ranges.ranges {
+            let keys = range.keyRange
+            try transaction.pointee.withCursor(on: index) { cursor in
+                var entry = try keys.lower.map { lower in try lower.withUnsafeBytes { try cursor.seek(atOrAfter: $0) } } ?? cursor.first()
+                while let (key, _) = entry {
+                    if let upper = keys.upper, upper.withUnsafeBytes({ cursor.compare(key, $0) }) > 0 { break }
+                    guard key.count > 8 else { throw Self.corruptEntry(storage, index) }
+                    let value = UnsafeRawBufferPointer(rebasing: key[..<(key.count - 8)])
+                    if range.contains(encoded: value) {
+                        count &+= 1
+                        switch (value[0], value.count) {
+                        case (0x00, 1):
+                            break
+                        case (0x01, 9):
+                            let bits = UInt64(bigEndian: value.loadUnaligned(fromByteOffset: 1, as: UInt64.self))
+                            if isInteger {
+                                targets.add(integer: Int64(bitPattern: bits ^ (1 << 63)), field: field)
+                            } else {
+                                targets.add(double: IndexKeyEncoding.double(orderedBits: bits), field: field)
+                            }
+                        default:
+                            throw Self.corruptEntry(storage, index)
+                        }
                     }
+                    entry = try cursor.next()
                 }
-                return visited
             }
         }
-        return true
+        return count
     }
 
     private static func corruptEntry(_ storage: EntityStorage, _ index: Database) -> StrataError {
