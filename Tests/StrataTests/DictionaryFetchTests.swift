@@ -275,6 +275,11 @@ struct DictionaryFetchTests {
             unknownHaving.propertiesToGroupBy = ["priority"]
             unknownHaving.havingPredicate = try FetchPredicate(format: "title == 'a'")
             refused(unknownHaving, in: context)
+            // Checked before anything is read, as the request is validated: explain refuses it too.
+            #expect(throws: StrataError.self) { try coordinator.explain(unknownHaving) }
+            var variableHaving = unknownHaving
+            variableHaving.havingPredicate = try FetchPredicate(format: "n > $least")
+            #expect(throws: FetchPredicateError.self) { try context.fetch(variableHaving) }
             var ungrouped = Self.request(["title"])
             ungrouped.propertiesToGroupBy = ["priority"]
             refused(ungrouped, in: context)

@@ -42,10 +42,9 @@ extension ObjectGraph {
     /// The results of `request`, a ``FetchRequest/ResultType/dictionary`` fetch.
     func fetchDictionaries<Result>(_ request: FetchRequest<Result>) throws -> [[String: any Sendable]] {
         let model = try model
-        let entity = try request.validate(in: model)
+        let (entity, validatedShape, having) = try request.validated(in: model)
+        guard let shape = validatedShape else { throw StrataError.invalidFetchRequest("not a dictionary fetch") }
         try requireStores(for: request.entityName)
-        let shape = try DictionaryShape(request, entity: entity, model: model)
-        let having = try request.havingPredicate.map { try HavingCondition($0, names: Set(shape.resultNames)) }
         let pending = request.includesPendingChanges ? pendingObjects(of: request) : []
         let columns = DictionaryColumns(shape)
 
@@ -73,11 +72,9 @@ extension ObjectGraph {
         let sources = try upstreamSourceCount(for: request)
         let inMemoryOrder = !pending.isEmpty || (parentContext == nil && sources > 1) || (request.returnsDistinctResults && windowed)
         var table = ValueTable(columns: columns.count)
-        let excluded = Set(pending.filter { !$0.isInserted }.map { ObjectIdentifier($0) })
-        func isExcluded(_ id: ManagedObjectID) -> Bool {
-            guard !excluded.isEmpty, let object = registeredObject(for: id) else { return false }
-            return excluded.contains(ObjectIdentifier(object))
-        }
+        // Stored rows of objects changed or deleted here: their values come from memory.
+        let excluded = Set(pending.filter { !$0.isInserted }.map(\.objectID))
+        func isExcluded(_ id: ManagedObjectID) -> Bool { !excluded.isEmpty && excluded.contains(id) }
         if shape.isAggregating || inMemoryOrder || (request.sortDescriptors.isEmpty && !windowed && parentContext == nil) {
             if parentContext == nil {
                 try scanStored(request, columns: columns) { values, id in

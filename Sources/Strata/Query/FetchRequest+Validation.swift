@@ -12,7 +12,19 @@ extension FetchRequest {
     ///   naming the first unknown key and the entity it was looked up in; a
     ///   ``FetchPredicateError`` for a variable left unsubstituted.
     func validate(in model: ManagedObjectModel) throws -> EntityDescription {
+        try validated(in: model).entity
+    }
+
+    /// ``validate(in:)``, also returning what a dictionary fetch runs by: its shape and its
+    /// having condition (nil for other result types), so that they are made once.
+    ///
+    /// - Throws: as ``validate(in:)``; for a having condition, what it throws
+    ///   (``StrataError/invalidFetchRequest(_:)`` for a key that is not a result key, a
+    ///   ``FetchPredicateError`` for a variable left unsubstituted).
+    func validated(in model: ManagedObjectModel) throws -> (entity: EntityDescription, shape: DictionaryShape?, having: HavingCondition?) {
         if let error = predicate?.deferredError { throw error }
+        // A descriptor built from a refused key path says so before any key is looked up.
+        if let error = sortDescriptors.lazy.compactMap(\.deferredError).first { throw error }
         guard let entity = model.entitiesByName[entityName] else { throw StrataError.unknownEntity(entityName) }
         if let predicate {
             if let variable = predicate.variableNames.sorted().first {
@@ -22,6 +34,13 @@ extension FetchRequest {
         }
         // Grouped dictionary results sort by their own keys (checked with their shape).
         let dictionaryShape = resultType == .dictionary ? try DictionaryShape(self, entity: entity, model: model) : nil
+        var having: HavingCondition?
+        if let dictionaryShape, let havingPredicate {
+            if let variable = havingPredicate.variableNames.sorted().first {
+                throw FetchPredicateError(kind: .missingVariable, message: "the variable $\(variable) of havingPredicate has no value")
+            }
+            having = try HavingCondition(havingPredicate, names: Set(dictionaryShape.resultNames))
+        }
         if dictionaryShape?.isAggregating != true {
             for descriptor in sortDescriptors {
                 try Self.validateSortKey(descriptor, from: entity, in: model)
@@ -45,7 +64,7 @@ extension FetchRequest {
                 current = next
             }
         }
-        return entity
+        return (entity, dictionaryShape, having)
     }
 
     private static func validate(_ node: PredicateNode, from entity: EntityDescription, in model: ManagedObjectModel) throws {
