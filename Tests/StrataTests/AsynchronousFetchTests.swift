@@ -91,6 +91,38 @@ struct AsynchronousFetchTests {
         #expect(holds == 0)
     }
 
+    @Test("cancelled from its progress after the second batch, the fetch runs no further step; a reset between steps fails it with invalidObjectState")
+    func cancellationAtAStepAndReset() async throws {
+        let directory = TemporaryDirectory()
+        let coordinator = try await ContextReference.lmdb(in: directory.url)
+        try await Self.seed(100, on: coordinator)
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let reports = Locked<[Int]>([])
+        var request = AsynchronousFetchRequest(fetchRequest: FetchRequest<Note>()) { progress in
+            reports.withLock { $0.append(progress.completed) }
+            // Progress is reported on the context, inside the fetch's own task.
+            if progress.completed == 20 { withUnsafeCurrentTask { $0?.cancel() } }
+        }
+        request.batchSize = 10
+        // (In a task of its own: the fetch cancels the task it runs in.)
+        let outcome = await Task { try await context.execute(request) { _, notes in notes.count } }.result
+        #expect(throws: CancellationError.self) { try outcome.get() }
+        #expect(reports.withLock { $0 } == [0, 10, 20])
+        #expect(await context.perform { context in context.graph.batching.holds.count } == 0)
+
+        // A block queued from the progress of the first batch runs before the next one:
+        // the context is reset while the fetch holds its objects.
+        var resetting = AsynchronousFetchRequest(fetchRequest: FetchRequest<Note>()) { progress in
+            if progress.completed == 10 { context.perform { context in context.reset() } }
+        }
+        resetting.batchSize = 10
+        let error = await #expect(throws: StrataError.self) {
+            try await context.execute(resetting) { _, notes in notes.count }
+        }
+        #expect(error?.code == .invalidObjectState, "\(String(describing: error))")
+        #expect(await context.perform { context in context.graph.batching.holds.count } == 0)
+    }
+
     @Test("a request the model refuses fails with its typed error before any step, and holds nothing")
     func badRequest() async throws {
         let coordinator = try await ContextReference.inMemory()
