@@ -5,15 +5,20 @@ extension ManagedObjectContext {
     ///
     /// The matching objects are found in one step (as ``fetch(_:)`` would, unsaved
     /// changes included); a fetch of objects then reads them
-    /// ``AsynchronousFetchRequest/batchSize`` at a time, each batch in a block of its own,
-    /// reporting ``AsynchronousFetchRequest/progress`` after each. Other blocks of the
-    /// context run between the steps. The objects read are held until `completion` runs.
-    /// A fetch of IDs, dictionaries or a count runs in one step.
+    /// ``AsynchronousFetchRequest/batchSize`` at a time, each batch (and what it
+    /// prefetches) in a block of its own, reporting ``AsynchronousFetchRequest/progress``
+    /// on the context after each. Each step is queued behind the blocks already waiting,
+    /// so other blocks of the context run between the steps, also when the caller is on
+    /// the context's queue. The objects read are held until `completion` runs. A fetch of
+    /// IDs, dictionaries or a count, or with `includesPropertyValues` false, runs in one
+    /// step.
     ///
     /// Cancelling the calling task stops the fetch at the next step: it throws
     /// `CancellationError`, and the objects it held are let go.
     ///
-    /// - Throws: `CancellationError`; what ``fetch(_:)`` throws; what `completion` throws.
+    /// - Throws: `CancellationError`; what ``fetch(_:)`` throws (a `typeMismatch` when an
+    ///   object is not a `Result`); ``StrataError/invalidObjectState(_:reason:)`` when the
+    ///   context was reset while the fetch ran; what `completion` throws.
     nonisolated(nonsending)
     public func execute<Result, T: Sendable>(
         _ request: AsynchronousFetchRequest<Result>,

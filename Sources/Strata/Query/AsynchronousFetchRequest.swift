@@ -14,7 +14,8 @@
 /// let titles = try await context.execute(request) { context, notes in notes.map(\.title) }
 /// ```
 public struct AsynchronousFetchRequest<Result>: Sendable {
-    /// The fetch.
+    /// The fetch that runs: its predicate, order, window and result type, as
+    /// ``ManagedObjectContext/fetch(_:)`` would run it.
     public var fetchRequest: FetchRequest<Result>
     /// How many objects each step reads (at least 1). 1,000 by default.
     public var batchSize = 1000
@@ -34,6 +35,12 @@ public struct FetchProgress: Sendable, Hashable, CustomStringConvertible {
     public var completed: Int
     /// The objects the fetch found (known once they are found; 0 before).
     public var total: Int
+
+    /// `completed` objects read of `total` found.
+    public init(completed: Int, total: Int) {
+        self.completed = completed
+        self.total = total
+    }
 
     /// `completed / total`; 1 when nothing was found.
     public var fractionCompleted: Double {
